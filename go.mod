@@ -1,0 +1,3 @@
+module github.com/appendlog/appendlog
+
+go 1.26
