@@ -1,0 +1,636 @@
+// Package engine is the claim/commit buffer and flusher behind wal.Log and
+// writer.Ring: one mechanism, not two copies.
+//
+// # The mechanism
+//
+// The buffer is a ring of Size bytes addressed by a 64-bit log position that
+// only grows. Producers and one flusher goroutine share it:
+//
+//  1. Claim: a producer reserves n bytes (and k record sequence numbers) with
+//     one compare-and-swap on the packed tail word. The swap succeeds only if
+//     the reservation fits in space the flusher has released, so a claim is
+//     never lost and never has to be undone: in Drop mode a record that does
+//     not fit is refused before any space is taken.
+//  2. Copy: the producer copies its bytes into its own range with Put. No one
+//     else touches that range.
+//  3. Commit: the producer adds the bytes it wrote to the commit counter of
+//     every block its range overlaps (one atomic add per block).
+//  4. Flush: the flusher walks blocks in order. A block whose counter equals
+//     the block size is fully committed; the block holding the tail is
+//     committed up to the tail when its counter equals the claimed bytes in it
+//     (read the counter, then the tail: see frontier). The flusher hands each
+//     contiguous committed range to the Sink in one call, and, when asked for
+//     durability, calls Sink.Sync once for every waiter it covers (group
+//     commit).
+//
+// # Invariants
+//
+//   - A block is reused only after every producer that claimed in it has
+//     committed and the flusher has written it: release happens at block
+//     granularity, after the block's counter reached BlockSize and the block
+//     was handed to the Sink, and the counter is reset before the release is
+//     published.
+//   - The sink sees bytes in claim order, exactly once, with no gaps.
+//   - After Close returns no claim succeeds (the closed bit lives in the tail
+//     word, so "not closed" and "reserved" are one atomic step) and every
+//     claim that succeeded before it was written and synced.
+//   - A sink error is sticky: the engine enters a failed state, wakes every
+//     waiter, and every later call returns the error. The engine never retries
+//     a failed Sync.
+//
+// # The packed tail word
+//
+//	bit 63      closed
+//	bits 32..62 low 31 bits of the next sequence number
+//	bits 0..31  low 32 bits of the next log position
+//
+// The full 64-bit values are rebuilt from a reference the flusher publishes
+// (released position and the sequence number of the first record starting at
+// or after it). Every claimed position lies within Size of released, and
+// Size <= MaxSize (512 MiB), so 32 bits of position and 31 bits of sequence
+// are unambiguous; claim re-reads released after the tail to reject a stale
+// reference (see Engine.claim).
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Errors returned by the engine.
+var (
+	// ErrClosed is returned by calls made after Close.
+	ErrClosed = errors.New("engine: closed")
+	// ErrTooLarge is returned by Claim when n is not in [1, MaxClaim] or the
+	// record count k is not in [0, n].
+	ErrTooLarge = errors.New("engine: claim larger than the buffer allows")
+)
+
+// Limits of Config.Size.
+const (
+	MinSize = 64 << 10
+	MaxSize = 512 << 20
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultSize          = 8 << 20
+	DefaultFlushInterval = 10 * time.Millisecond
+)
+
+// Sink receives the committed bytes in order. Its methods are called only by
+// the flusher goroutine, never concurrently.
+type Sink interface {
+	// Write writes the bytes at log positions [pos, pos+len(a)+len(b)).
+	// b continues a when the range wraps around the end of the ring; it is
+	// often empty. The slices alias the ring: they are valid only during the
+	// call.
+	Write(pos uint64, a, b []byte) error
+	// Sync makes every byte written so far durable.
+	Sync() error
+}
+
+// SyncMode says when the flusher calls Sink.Sync on its own. Explicit
+// requests (Sync, WaitSynced, Close) are always honoured.
+type SyncMode int
+
+// Sync modes.
+const (
+	// SyncNever leaves durability to the OS.
+	SyncNever SyncMode = iota + 1
+	// SyncInterval syncs written bytes every SyncEvery.
+	SyncInterval
+	// SyncBatch syncs when BatchBytes are written but not synced, or when the
+	// oldest unsynced byte is BatchAge old (group commit).
+	SyncBatch
+)
+
+// Config configures an Engine. Zero fields take defaults.
+type Config struct {
+	// Size is the ring size in bytes, a power of two in [MinSize, MaxSize].
+	// Default DefaultSize.
+	Size int
+	// BlockSize is the commit-tracking granularity, a power of two.
+	// Default Size/64, at least 4 KiB.
+	BlockSize int
+	// FlushBytes wakes the flusher each time this many bytes have been
+	// claimed since the last wake. Default Size/4.
+	FlushBytes int
+	// FlushInterval bounds how long committed bytes wait in the ring before
+	// the flusher writes them when no other trigger fires. Default
+	// DefaultFlushInterval.
+	FlushInterval time.Duration
+	// Sync selects the flusher's own sync policy. Default SyncNever.
+	Sync SyncMode
+	// SyncEvery is the period of SyncInterval.
+	SyncEvery time.Duration
+	// BatchBytes and BatchAge bound a group-commit batch in SyncBatch mode.
+	BatchBytes int
+	BatchAge   time.Duration
+	// FirstSeq is the sequence number of the first claimed record.
+	FirstSeq uint64
+
+	// startPos is the first log position (a multiple of BlockSize). Tests
+	// set it near 1<<32 to exercise the packed word's wrap.
+	startPos uint64
+}
+
+func (c *Config) fill() error {
+	if c.Size == 0 {
+		c.Size = DefaultSize
+	}
+	if c.Size < MinSize || c.Size > MaxSize || c.Size&(c.Size-1) != 0 {
+		return fmt.Errorf("engine: size %d is not a power of two in [%d, %d]", c.Size, MinSize, MaxSize)
+	}
+	if c.BlockSize == 0 {
+		c.BlockSize = max(c.Size/64, 4<<10)
+	}
+	if c.BlockSize&(c.BlockSize-1) != 0 || c.BlockSize > c.Size/4 || c.BlockSize < 64 {
+		return fmt.Errorf("engine: block size %d is not a power of two in [64, size/4]", c.BlockSize)
+	}
+	if c.FlushBytes <= 0 {
+		c.FlushBytes = c.Size / 4
+	}
+	// The wake test divides positions by FlushBytes; keep it a power of two.
+	c.FlushBytes = 1 << (bits.Len(uint(c.FlushBytes)) - 1)
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = DefaultFlushInterval
+	}
+	switch c.Sync {
+	case 0:
+		c.Sync = SyncNever
+	case SyncNever:
+	case SyncInterval:
+		if c.SyncEvery <= 0 {
+			return errors.New("engine: SyncInterval needs SyncEvery > 0")
+		}
+	case SyncBatch:
+		if c.BatchBytes <= 0 || c.BatchAge <= 0 {
+			return errors.New("engine: SyncBatch needs BatchBytes > 0 and BatchAge > 0")
+		}
+	default:
+		return fmt.Errorf("engine: unknown sync mode %d", c.Sync)
+	}
+	return nil
+}
+
+const (
+	closedBit = 1 << 63
+	seqMask   = 1<<31 - 1
+)
+
+// counter is a block's commit counter: committed bytes in the low 32 bits,
+// records that start in the block in the high 32 bits. Padded so producers
+// committing in neighbouring blocks do not share a cache line.
+type counter struct {
+	v atomic.Uint64
+	_ [56]byte
+}
+
+// Claim is a reservation in the ring. Pos and Seq are the log position of its
+// first byte and the sequence number of its first record.
+type Claim struct {
+	Pos uint64
+	Seq uint64
+	n   uint64
+	k   uint64
+}
+
+// Len returns the number of bytes claimed.
+func (c Claim) Len() int { return int(c.n) }
+
+// Engine is a claim/commit ring drained by one flusher goroutine into a Sink.
+// Claim, Put, Commit, Flush, Sync, WaitSynced and the accessors are safe for
+// concurrent use; a Claim must be committed by the goroutine that made it
+// before that goroutine waits on anything the flusher does.
+type Engine struct {
+	cfg   Config
+	sink  Sink
+	buf   []byte
+	mask  uint64
+	shift uint // log2(BlockSize)
+	blk   []counter
+
+	// tail is the packed claim word (see the package doc).
+	tail atomic.Uint64
+	_    [56]byte
+	// released is the position below which the ring may be overwritten.
+	// Written only by the flusher, after resetting the counters of the
+	// blocks it releases; always a multiple of BlockSize.
+	released atomic.Uint64
+	// releasedSeq counts the records of the claims whose first block lies
+	// below released, so it never exceeds the sequence number of a claim
+	// not yet made, and lags the tail's by fewer than 2^31 (a record has at
+	// least one byte and at most 2*MaxSize bytes flow between the reads in
+	// claim). Stored before released.
+	releasedSeq atomic.Uint64
+	_           [48]byte
+
+	written atomic.Uint64 // bytes handed to the sink. Written only by the flusher.
+	synced  atomic.Uint64 // bytes covered by a completed Sink.Sync. Written only by the flusher.
+
+	// Requests from waiters, raised with storeMax.
+	flushReq atomic.Uint64
+	syncReq  atomic.Uint64
+	// waiters counts goroutines waiting on the flusher (space, flush or
+	// sync); while non-zero every commit kicks the flusher.
+	waiters atomic.Int32
+	// idle is set by the flusher when it sleeps with nothing to do; the next
+	// commit kicks it.
+	idle atomic.Bool
+
+	failed atomic.Pointer[error]
+
+	kick chan struct{} // capacity 1: a pending wake-up is one token.
+	stop chan struct{}
+	done chan struct{}
+
+	// progress is broadcast whenever written, synced or released advance,
+	// and on failure and close.
+	progress broadcaster
+
+	closeOnce sync.Once
+	closeErr  error
+
+	stats struct {
+		flushes     atomic.Uint64
+		syncs       atomic.Uint64
+		blockedNS   atomic.Int64
+		blockedWait atomic.Uint64
+	}
+}
+
+// New returns a running Engine that drains into sink. Close stops it.
+func New(cfg Config, sink Sink) (*Engine, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:   cfg,
+		sink:  sink,
+		buf:   make([]byte, cfg.Size),
+		mask:  uint64(cfg.Size - 1),
+		shift: uint(bits.TrailingZeros(uint(cfg.BlockSize))),
+		blk:   make([]counter, cfg.Size/cfg.BlockSize),
+		kick:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	e.tail.Store(pack(cfg.startPos, cfg.FirstSeq))
+	e.releasedSeq.Store(cfg.FirstSeq)
+	e.released.Store(cfg.startPos)
+	e.written.Store(cfg.startPos)
+	e.synced.Store(cfg.startPos)
+	e.idle.Store(true) // the flusher starts asleep: the first commit wakes it
+	go e.flushLoop()
+	return e, nil
+}
+
+func pack(pos, seq uint64) uint64 {
+	return (seq&seqMask)<<32 | pos&(1<<32-1)
+}
+
+// MaxClaim returns the largest n that Claim accepts: a claim of this size
+// always fits once the flusher has drained the ring.
+func (e *Engine) MaxClaim() int { return e.cfg.Size - e.cfg.BlockSize }
+
+// Config returns the engine's configuration with defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Claim reserves n bytes for k records, waiting for space while the ring is
+// full. It fails only when the engine is closed or failed, or n is out of
+// range.
+func (e *Engine) Claim(n, k int) (Claim, error) {
+	return e.claim(n, k, true, time.Time{})
+}
+
+// TryClaim reserves n bytes for k records if they fit now. ok is false, with
+// a nil error, when the ring is full.
+func (e *Engine) TryClaim(n, k int) (c Claim, ok bool, err error) {
+	c, err = e.claim(n, k, false, time.Time{})
+	if err == errFull {
+		return Claim{}, false, nil
+	}
+	return c, err == nil, err
+}
+
+// ClaimBy is Claim that gives up at deadline; ok is false, with a nil error,
+// when space did not come in time.
+func (e *Engine) ClaimBy(n, k int, deadline time.Time) (c Claim, ok bool, err error) {
+	c, err = e.claim(n, k, true, deadline)
+	if err == errFull {
+		return Claim{}, false, nil
+	}
+	return c, err == nil, err
+}
+
+var errFull = errors.New("engine: full")
+
+func (e *Engine) claim(n, k int, wait bool, deadline time.Time) (Claim, error) {
+	if n <= 0 || n > e.MaxClaim() || k < 0 || k > n {
+		return Claim{}, ErrTooLarge
+	}
+	size := uint64(e.cfg.Size)
+	un := uint64(n)
+	var waitStart time.Time
+	for spins := 0; ; spins++ {
+		if p := e.failed.Load(); p != nil {
+			return Claim{}, *p
+		}
+		// Reference first, then the tail, then the reference again: see the
+		// package doc. r1 <= every position claimable from t, and a stale r1
+		// (one older than the flow of more than Size bytes) is caught below
+		// because r2 would then exceed the rebuilt position.
+		r1 := e.released.Load()
+		rs := e.releasedSeq.Load()
+		t := e.tail.Load()
+		if t&closedBit != 0 {
+			return Claim{}, ErrClosed
+		}
+		pos := r1 + uint64(uint32(t)-uint32(r1))
+		seq := rs + (uint64(uint32(t>>32)&seqMask-uint32(rs)&seqMask) & seqMask)
+		r2 := e.released.Load()
+		if r2 > pos || r2-r1 > size {
+			continue // the reference moved too far while we read; retry
+		}
+		if pos+un > r2+size {
+			// Full.
+			if !wait {
+				return Claim{}, errFull
+			}
+			if !deadline.IsZero() && !time.Now().Before(deadline) {
+				return Claim{}, errFull
+			}
+			if waitStart.IsZero() {
+				waitStart = time.Now()
+			}
+			e.waitSpace(pos+un-size, deadline, spins)
+			continue
+		}
+		if e.tail.CompareAndSwap(t, pack(pos+un, seq+uint64(k))) {
+			if !waitStart.IsZero() {
+				e.stats.blockedNS.Add(int64(time.Since(waitStart)))
+				e.stats.blockedWait.Add(1)
+			}
+			return Claim{Pos: pos, Seq: seq, n: un, k: uint64(k)}, nil
+		}
+	}
+}
+
+// waitSpace waits until released reaches need, the engine fails or closes,
+// or deadline passes.
+func (e *Engine) waitSpace(need uint64, deadline time.Time, spins int) {
+	if spins < 4 {
+		e.wake()
+		runtime.Gosched()
+		return
+	}
+	e.waiters.Add(1)
+	defer e.waiters.Add(-1)
+	e.wake()
+	var timer *time.Timer
+	var tc <-chan time.Time
+	if !deadline.IsZero() {
+		timer = time.NewTimer(time.Until(deadline))
+		defer timer.Stop()
+		tc = timer.C
+	}
+	for {
+		ch := e.progress.wait()
+		if e.released.Load() >= need || e.failed.Load() != nil || e.tail.Load()&closedBit != 0 {
+			return
+		}
+		select {
+		case <-ch:
+		case <-tc:
+			return
+		}
+	}
+}
+
+// Put copies p into the claim at byte offset off. REQUIRES: off+len(p) <=
+// c.Len(), and c not yet committed.
+func (e *Engine) Put(c Claim, off int, p []byte) {
+	start := (c.Pos + uint64(off)) & e.mask
+	n := copy(e.buf[start:], p)
+	if n < len(p) {
+		copy(e.buf, p[n:])
+	}
+}
+
+// Commit publishes the claim to the flusher. Every byte of the claim must
+// have been written with Put.
+func (e *Engine) Commit(c Claim) {
+	bs := uint64(e.cfg.BlockSize)
+	pos, end := c.Pos, c.Pos+c.n
+	first := true
+	for pos < end {
+		blockEnd := (pos | (bs - 1)) + 1
+		n := min(end, blockEnd) - pos
+		d := n
+		if first {
+			d |= c.k << 32
+			first = false
+		}
+		e.blk[(pos&e.mask)>>e.shift].v.Add(d)
+		pos += n
+	}
+	fb := uint64(e.cfg.FlushBytes)
+	if c.Pos/fb != end/fb || e.waiters.Load() != 0 || e.idle.Load() {
+		e.wake()
+	}
+}
+
+// wake gives the flusher a wake-up token if it has none.
+func (e *Engine) wake() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Tail returns the next position and sequence number to be claimed.
+func (e *Engine) Tail() (pos, seq uint64) {
+	for {
+		r1 := e.released.Load()
+		rs := e.releasedSeq.Load()
+		t := e.tail.Load()
+		pos = r1 + uint64(uint32(t)-uint32(r1))
+		seq = rs + (uint64(uint32(t>>32)&seqMask-uint32(rs)&seqMask) & seqMask)
+		if r2 := e.released.Load(); r2 <= pos && r2-r1 <= uint64(e.cfg.Size) {
+			return pos, seq
+		}
+	}
+}
+
+// Written returns the number of bytes handed to the sink.
+func (e *Engine) Written() uint64 { return e.written.Load() }
+
+// Synced returns the number of bytes covered by a completed Sink.Sync.
+func (e *Engine) Synced() uint64 { return e.synced.Load() }
+
+// Err returns the sticky error that failed the engine, or nil.
+func (e *Engine) Err() error {
+	if p := e.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Flush waits until every byte claimed before the call has been handed to
+// the sink. Cancelling ctx abandons the wait, not the write.
+func (e *Engine) Flush(ctx context.Context) error {
+	pos, _ := e.Tail()
+	storeMax(&e.flushReq, pos)
+	return e.await(ctx, func() bool { return e.written.Load() >= pos })
+}
+
+// Sync waits until every byte claimed before the call is durable.
+func (e *Engine) Sync(ctx context.Context) error {
+	pos, _ := e.Tail()
+	return e.WaitSynced(ctx, pos)
+}
+
+// WaitSynced waits until the bytes below pos are durable. Only a Sink.Sync
+// that started after those bytes were written releases the wait.
+func (e *Engine) WaitSynced(ctx context.Context, pos uint64) error {
+	if e.synced.Load() >= pos {
+		return nil
+	}
+	storeMax(&e.syncReq, pos)
+	return e.await(ctx, func() bool { return e.synced.Load() >= pos })
+}
+
+// Await waits until cond holds, the engine fails, or ctx is done. cond is
+// re-evaluated each time the flusher makes progress. Use it to wait on state
+// the Sink maintains (it is evaluated after the flusher's updates).
+func (e *Engine) Await(ctx context.Context, cond func() bool) error {
+	return e.await(ctx, cond)
+}
+
+// RequestSync asks the flusher to sync once the bytes below pos are written,
+// without waiting.
+func (e *Engine) RequestSync(pos uint64) {
+	storeMax(&e.syncReq, pos)
+	e.wake()
+}
+
+func (e *Engine) await(ctx context.Context, cond func() bool) error {
+	e.waiters.Add(1)
+	defer e.waiters.Add(-1)
+	e.wake()
+	for {
+		ch := e.progress.wait()
+		if cond() {
+			return nil
+		}
+		if err := e.Err(); err != nil {
+			return err
+		}
+		select {
+		case <-e.done:
+			if cond() {
+				return nil
+			}
+			if err := e.Err(); err != nil {
+				return err
+			}
+			return ErrClosed
+		default:
+		}
+		select {
+		case <-ch:
+		case <-e.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func storeMax(a *atomic.Uint64, v uint64) {
+	for {
+		old := a.Load()
+		if old >= v || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// Close stops new claims, waits for every claimed byte to be committed,
+// writes and syncs it, and joins the flusher. REQUIRES: every successful
+// Claim is committed (Close waits for it). It is idempotent; it returns
+// the engine's sticky error, if any.
+func (e *Engine) Close() error {
+	e.closeOnce.Do(func() {
+		for {
+			t := e.tail.Load()
+			if e.tail.CompareAndSwap(t, t|closedBit) {
+				break
+			}
+		}
+		close(e.stop)
+		<-e.done
+		e.progress.broadcast()
+		e.closeErr = e.Err()
+	})
+	return e.closeErr
+}
+
+// fail records the first sink error and wakes everyone.
+func (e *Engine) fail(err error) {
+	e.failed.CompareAndSwap(nil, &err)
+	e.progress.broadcast()
+}
+
+// Stats is a snapshot of the engine's counters.
+type Stats struct {
+	Claimed, Written, Synced uint64 // log positions
+	Flushes, Syncs           uint64
+	BlockedWaits             uint64        // claims that had to wait for space
+	Blocked                  time.Duration // total time claims waited for space
+}
+
+// Stats returns a snapshot of the engine's counters. It is cheap and safe at
+// any time.
+func (e *Engine) Stats() Stats {
+	pos, _ := e.Tail()
+	return Stats{
+		Claimed:      pos,
+		Written:      e.written.Load(),
+		Synced:       e.synced.Load(),
+		Flushes:      e.stats.flushes.Load(),
+		Syncs:        e.stats.syncs.Load(),
+		BlockedWaits: e.stats.blockedWait.Load(),
+		Blocked:      time.Duration(e.stats.blockedNS.Load()),
+	}
+}
+
+// broadcaster wakes every goroutine waiting on the channel it handed out.
+type broadcaster struct {
+	mu sync.Mutex
+	ch chan struct{} // Protected by mu; nil when nobody waits.
+}
+
+func (b *broadcaster) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	return b.ch
+}
+
+func (b *broadcaster) broadcast() {
+	b.mu.Lock()
+	if b.ch != nil {
+		close(b.ch)
+		b.ch = nil
+	}
+	b.mu.Unlock()
+}

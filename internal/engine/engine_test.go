@@ -1,0 +1,551 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// memSink collects everything written, checks positions are contiguous, and
+// records when syncs happened.
+type memSink struct {
+	mu       sync.Mutex
+	start    uint64
+	next     uint64
+	data     []byte
+	syncs    int
+	syncedAt []uint64 // len(data) at each sync
+	delay    time.Duration
+	writeErr error
+	syncErr  error
+	t        testing.TB
+}
+
+func (s *memSink) Write(pos uint64, a, b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.writeErr != nil {
+		return s.writeErr
+	}
+	if pos != s.next {
+		s.t.Errorf("sink: write at %d, want %d", pos, s.next)
+	}
+	s.data = append(s.data, a...)
+	s.data = append(s.data, b...)
+	s.next = pos + uint64(len(a)+len(b))
+	if s.delay > 0 {
+		time.Sleep(s.delay)
+	}
+	return nil
+}
+
+func (s *memSink) Sync() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.syncs++
+	if s.syncErr != nil {
+		return s.syncErr
+	}
+	s.syncedAt = append(s.syncedAt, uint64(len(s.data)))
+	return nil
+}
+
+func (s *memSink) bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]byte(nil), s.data...)
+}
+
+// record layout for tests: [len u16][producer u16][counter u32][seq u64][filler...]
+const recHdr = 16
+
+func putRecord(e *Engine, id, n int, ctr uint32, buf []byte) (Claim, error) {
+	c, err := e.Claim(len(buf), 1)
+	if err != nil {
+		return c, err
+	}
+	binary.LittleEndian.PutUint16(buf[0:], uint16(len(buf)))
+	binary.LittleEndian.PutUint16(buf[2:], uint16(id))
+	binary.LittleEndian.PutUint32(buf[4:], ctr)
+	binary.LittleEndian.PutUint64(buf[8:], c.Seq)
+	for i := recHdr; i < len(buf); i++ {
+		buf[i] = byte(ctr) + byte(i)
+	}
+	e.Put(c, 0, buf[:len(buf)/2])
+	e.Put(c, len(buf)/2, buf[len(buf)/2:])
+	e.Commit(c)
+	return c, nil
+}
+
+// checkStream parses the test records and checks exactly-once, per-producer
+// order, consecutive sequence numbers in stream order, and payload integrity.
+func checkStream(t *testing.T, data []byte, firstSeq uint64, want []uint32) {
+	t.Helper()
+	got := make([]uint32, len(want))
+	seq := firstSeq
+	for off := 0; off < len(data); {
+		if len(data)-off < recHdr {
+			t.Fatalf("torn record at %d", off)
+		}
+		n := int(binary.LittleEndian.Uint16(data[off:]))
+		if n < recHdr || off+n > len(data) {
+			t.Fatalf("bad length %d at %d", n, off)
+		}
+		id := int(binary.LittleEndian.Uint16(data[off+2:]))
+		ctr := binary.LittleEndian.Uint32(data[off+4:])
+		s := binary.LittleEndian.Uint64(data[off+8:])
+		if s != seq {
+			t.Fatalf("record at %d has seq %d, want %d (file order must be claim order)", off, s, seq)
+		}
+		seq++
+		if id >= len(want) {
+			t.Fatalf("foreign producer %d at %d", id, off)
+		}
+		if ctr != got[id] {
+			t.Fatalf("producer %d: counter %d at offset %d, want %d", id, ctr, off, got[id])
+		}
+		got[id]++
+		for i := recHdr; i < n; i++ {
+			if data[off+i] != byte(ctr)+byte(i) {
+				t.Fatalf("producer %d record %d: byte %d garbled", id, ctr, i)
+			}
+		}
+		off += n
+	}
+	for id := range want {
+		if got[id] != want[id] {
+			t.Errorf("producer %d: %d records in output, want %d", id, got[id], want[id])
+		}
+	}
+}
+
+func TestConcurrentExactlyOnceInOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		producers int
+		cfg       Config
+	}{
+		{"1-small-ring", 1, Config{Size: MinSize, BlockSize: 1024}},
+		{"8-small-ring", 8, Config{Size: MinSize, BlockSize: 4096}},
+		{"64-small-ring", 64, Config{Size: MinSize, BlockSize: 1024}},
+		{"8-default", 8, Config{}},
+		{"8-wrap32", 8, Config{Size: MinSize, BlockSize: 1024, startPos: 1<<32 - 20<<10, FirstSeq: 1<<31 - 100}},
+		{"4-wrapseq", 4, Config{Size: MinSize, BlockSize: 1024, startPos: 1<<33 - 8<<10, FirstSeq: 1<<32 - 50}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sink := &memSink{t: t, start: tc.cfg.startPos, next: tc.cfg.startPos}
+			e, err := New(tc.cfg, sink)
+			if err != nil {
+				t.Fatal(err)
+			}
+			perProducer := 3000
+			if testing.Short() {
+				perProducer = 500
+			}
+			want := make([]uint32, tc.producers)
+			var wg sync.WaitGroup
+			for id := range tc.producers {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(id), 7))
+					buf := make([]byte, 2048)
+					for i := range perProducer {
+						n := recHdr + rng.IntN(200)
+						if i%97 == 0 {
+							n = recHdr + rng.IntN(2000)
+						}
+						if _, err := putRecord(e, id, n, uint32(i), buf[:n]); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+					want[id] = uint32(perProducer)
+				})
+			}
+			wg.Wait()
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			checkStream(t, sink.bytes(), tc.cfg.FirstSeq, want)
+			st := e.Stats()
+			if st.Written != st.Claimed || st.Synced != st.Claimed {
+				t.Errorf("after Close: %+v", st)
+			}
+			if got := st.Written - tc.cfg.startPos; got != uint64(len(sink.bytes())) {
+				t.Errorf("written %d, sink has %d", got, len(sink.bytes()))
+			}
+		})
+	}
+}
+
+func TestTryClaimAccountsEveryDrop(t *testing.T) {
+	sink := &memSink{t: t, delay: 200 * time.Microsecond}
+	e, err := New(Config{Size: MinSize, BlockSize: 1024, FlushBytes: 4096}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const producers, per = 8, 2000
+	var accepted, dropped atomic.Int64
+	var wg sync.WaitGroup
+	for id := range producers {
+		wg.Go(func() {
+			buf := make([]byte, 100)
+			for i := range per {
+				c, ok, err := e.TryClaim(len(buf), 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !ok {
+					dropped.Add(1)
+					continue
+				}
+				binary.LittleEndian.PutUint32(buf, uint32(id<<16|i))
+				e.Put(c, 0, buf)
+				e.Commit(c)
+				accepted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := int64(len(sink.bytes()) / 100)
+	if got != accepted.Load() {
+		t.Fatalf("sink has %d records, %d accepted", got, accepted.Load())
+	}
+	if accepted.Load()+dropped.Load() != producers*per {
+		t.Fatalf("accepted %d + dropped %d != %d", accepted.Load(), dropped.Load(), producers*per)
+	}
+	if dropped.Load() == 0 {
+		t.Logf("no drops happened (sink was fast enough); accounting still exact")
+	}
+}
+
+func TestClaimByTimesOut(t *testing.T) {
+	block := make(chan struct{})
+	sink := &blockingSink{block: block}
+	e, err := New(Config{Size: MinSize, BlockSize: 1024}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fill the ring; the sink blocks on the first write.
+	for {
+		c, ok, err := e.TryClaim(1000, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		e.Put(c, 0, make([]byte, 1000))
+		e.Commit(c)
+	}
+	start := time.Now()
+	_, ok, err := e.ClaimBy(1000, 1, time.Now().Add(20*time.Millisecond))
+	if ok || err != nil {
+		t.Fatalf("ClaimBy on a full ring: ok=%v err=%v", ok, err)
+	}
+	if time.Since(start) < 20*time.Millisecond {
+		t.Fatalf("ClaimBy returned before its deadline")
+	}
+	close(block)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type blockingSink struct {
+	block chan struct{}
+	n     atomic.Int64
+}
+
+func (s *blockingSink) Write(pos uint64, a, b []byte) error {
+	<-s.block
+	s.n.Add(int64(len(a) + len(b)))
+	return nil
+}
+func (s *blockingSink) Sync() error { return nil }
+
+func TestWaitSyncedNeedsASyncAfterTheWrite(t *testing.T) {
+	sink := &memSink{t: t}
+	e, err := New(Config{Size: MinSize, BlockSize: 1024}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for i := range 100 {
+		c, err := e.Claim(64, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Put(c, 0, make([]byte, 64))
+		e.Commit(c)
+		if err := e.WaitSynced(context.Background(), c.Pos+64); err != nil {
+			t.Fatal(err)
+		}
+		sink.mu.Lock()
+		last := sink.syncedAt[len(sink.syncedAt)-1]
+		sink.mu.Unlock()
+		if last < uint64(i+1)*64 {
+			t.Fatalf("record %d released by a sync that covered only %d bytes", i, last)
+		}
+	}
+}
+
+func TestGroupCommitBatchesWaiters(t *testing.T) {
+	sink := &memSink{t: t, delay: 0}
+	e, err := New(Config{Size: 1 << 20}, &slowSyncSink{memSink: sink, d: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters, per = 32, 20
+	var wg sync.WaitGroup
+	for range waiters {
+		wg.Go(func() {
+			for range per {
+				c, err := e.Claim(128, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				e.Put(c, 0, make([]byte, 128))
+				e.Commit(c)
+				if err := e.WaitSynced(context.Background(), c.Pos+128); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// 640 durable acks; with a 1 ms sync and no grouping this needs 640 syncs.
+	if s := e.Stats().Syncs; s > waiters*per/4 {
+		t.Fatalf("%d syncs for %d acks: group commit is not grouping", s, waiters*per)
+	}
+}
+
+type slowSyncSink struct {
+	*memSink
+	d time.Duration
+}
+
+func (s *slowSyncSink) Sync() error { time.Sleep(s.d); return s.memSink.Sync() }
+
+func TestSyncModes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"batch-age", Config{Size: MinSize, Sync: SyncBatch, BatchBytes: 1 << 20, BatchAge: 5 * time.Millisecond}},
+		{"batch-bytes", Config{Size: MinSize, Sync: SyncBatch, BatchBytes: 1024, BatchAge: time.Hour}},
+		{"interval", Config{Size: MinSize, Sync: SyncInterval, SyncEvery: 5 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sink := &memSink{t: t}
+			e, err := New(tc.cfg, sink)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			c, _ := e.Claim(2048, 1)
+			e.Put(c, 0, make([]byte, 2048))
+			e.Commit(c)
+			deadline := time.Now().Add(5 * time.Second)
+			for e.Synced() < c.Pos+2048 {
+				if time.Now().After(deadline) {
+					t.Fatalf("not synced by policy: %+v", e.Stats())
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	t.Run("never", func(t *testing.T) {
+		sink := &memSink{t: t}
+		e, _ := New(Config{Size: MinSize, FlushInterval: time.Millisecond}, sink)
+		c, _ := e.Claim(100, 1)
+		e.Put(c, 0, make([]byte, 100))
+		e.Commit(c)
+		if err := e.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if e.Stats().Syncs != 0 {
+			t.Fatalf("SyncNever synced on its own")
+		}
+		e.Close()
+		if e.Stats().Syncs != 1 {
+			t.Fatalf("Close must sync once, got %d", e.Stats().Syncs)
+		}
+	})
+}
+
+func TestSinkErrorsAreSticky(t *testing.T) {
+	t.Run("sync", func(t *testing.T) {
+		sink := &memSink{t: t, syncErr: errors.New("EIO")}
+		e, _ := New(Config{Size: MinSize}, sink)
+		c, _ := e.Claim(10, 1)
+		e.Put(c, 0, make([]byte, 10))
+		e.Commit(c)
+		if err := e.Sync(context.Background()); err == nil || err.Error() != "EIO" {
+			t.Fatalf("Sync: %v", err)
+		}
+		for range 3 {
+			if _, err := e.Claim(10, 1); err == nil {
+				t.Fatal("claim after failed sync succeeded")
+			}
+			if err := e.Sync(context.Background()); err == nil {
+				t.Fatal("Sync after failure succeeded")
+			}
+		}
+		if err := e.Close(); err == nil {
+			t.Fatal("Close hid the failure")
+		}
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		if sink.syncs != 1 {
+			t.Fatalf("failed fsync was retried: %d calls", sink.syncs)
+		}
+	})
+	t.Run("write-unblocks-full-producers", func(t *testing.T) {
+		sink := &memSink{t: t, writeErr: errors.New("ENOSPC")}
+		e, _ := New(Config{Size: MinSize, BlockSize: 1024}, sink)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for {
+					c, err := e.Claim(1000, 1)
+					if err != nil {
+						return
+					}
+					e.Put(c, 0, make([]byte, 1000))
+					e.Commit(c)
+				}
+			})
+		}
+		wg.Wait() // producers must all return, not hang on a full ring
+		if err := e.Close(); err == nil || err.Error() != "ENOSPC" {
+			t.Fatalf("Close: %v", err)
+		}
+	})
+}
+
+func TestCloseRacingProducersLosesNothing(t *testing.T) {
+	for trial := range 20 {
+		sink := &memSink{t: t}
+		e, _ := New(Config{Size: MinSize, BlockSize: 1024}, sink)
+		var ok atomic.Int64
+		var wg sync.WaitGroup
+		for id := range 8 {
+			wg.Go(func() {
+				buf := make([]byte, 40)
+				for i := 0; ; i++ {
+					if _, err := putRecord(e, id, len(buf), uint32(i), buf); err != nil {
+						if !errors.Is(err, ErrClosed) {
+							t.Error(err)
+						}
+						return
+					}
+					ok.Add(1)
+				}
+			})
+		}
+		time.Sleep(time.Duration(trial%5) * time.Millisecond)
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if got := int64(len(sink.bytes()) / 40); got != ok.Load() {
+			t.Fatalf("trial %d: %d writes succeeded, %d reached the sink", trial, ok.Load(), got)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal("second Close:", err)
+		}
+	}
+}
+
+func TestBadConfigAndClaims(t *testing.T) {
+	for _, c := range []Config{{Size: 1000}, {Size: MinSize / 2}, {Size: MinSize, BlockSize: 3000}, {Sync: SyncBatch}, {Sync: SyncInterval}, {Sync: 9}} {
+		if _, err := New(c, &memSink{t: t}); err == nil {
+			t.Errorf("New(%+v) accepted", c)
+		}
+	}
+	e, _ := New(Config{Size: MinSize}, &memSink{t: t})
+	defer e.Close()
+	for _, n := range []int{0, -1, e.MaxClaim() + 1} {
+		if _, err := e.Claim(n, 1); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("Claim(%d): %v", n, err)
+		}
+	}
+	c, err := e.Claim(e.MaxClaim(), 1)
+	if err != nil {
+		t.Fatalf("Claim(MaxClaim): %v", err)
+	}
+	e.Put(c, 0, make([]byte, c.Len()))
+	e.Commit(c)
+}
+
+func TestCommitAllocatesNothing(t *testing.T) {
+	e, _ := New(Config{}, nullSink{})
+	defer e.Close()
+	p := make([]byte, 128)
+	allocs := testing.AllocsPerRun(1000, func() {
+		c, _ := e.Claim(len(p), 1)
+		e.Put(c, 0, p)
+		e.Commit(c)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocs per claim/put/commit", allocs)
+	}
+}
+
+type nullSink struct{}
+
+func (nullSink) Write(uint64, []byte, []byte) error { return nil }
+func (nullSink) Sync() error                        { return nil }
+
+func BenchmarkClaimCommit(b *testing.B) {
+	for _, g := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("goroutines=%d/size=128", g), func(b *testing.B) {
+			e, _ := New(Config{}, nullSink{})
+			p := make([]byte, 128)
+			b.SetBytes(128)
+			b.ReportAllocs()
+			b.SetParallelism(max(1, g/2))
+			b.ResetTimer()
+			if g == 1 {
+				for range b.N {
+					c, _ := e.Claim(len(p), 1)
+					e.Put(c, 0, p)
+					e.Commit(c)
+				}
+			} else {
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						c, _ := e.Claim(len(p), 1)
+						e.Put(c, 0, p)
+						e.Commit(c)
+					}
+				})
+			}
+			e.Close()
+			b.StopTimer()
+			if st := e.Stats(); st.Written != uint64(b.N)*128 {
+				b.Fatalf("wrote %d bytes, want %d", st.Written, b.N*128)
+			}
+		})
+	}
+}

@@ -1,0 +1,234 @@
+package engine
+
+import (
+	"time"
+)
+
+// flushLoop is the flusher goroutine. It owns written, synced, released and
+// releasedSeq, and is the only caller of the Sink.
+//
+// A wake-up from idle (the first commit after a quiet spell) only arms the
+// flush timer: writing a few records per wake-up would make producers and
+// flusher ping-pong for the CPU. Bytes are written when a trigger fires:
+// FlushBytes claimed, a waiter (space, Flush, Sync, WaitSynced), the timer
+// (FlushInterval, BatchAge, SyncEvery), or Close.
+func (e *Engine) flushLoop() {
+	defer close(e.done)
+	defer e.progress.broadcast()
+
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var timerAt time.Time // when the armed timer fires; zero when not armed
+	arm := func(d time.Duration) {
+		d = max(d, time.Microsecond)
+		at := time.Now().Add(d)
+		if !timerAt.IsZero() {
+			if !at.Before(timerAt) {
+				return // already due sooner
+			}
+			if !timer.Stop() {
+				<-timer.C
+			}
+		}
+		timer.Reset(d)
+		timerAt = at
+	}
+
+	cfg := &e.cfg
+	lastSync := time.Now()
+	var dataSince time.Time // when the flusher first saw the oldest unsynced byte
+	stopping := false
+	for {
+		fired := false
+		if !stopping {
+			select {
+			case <-e.kick:
+			case <-timer.C:
+				timerAt = time.Time{}
+				fired = true
+			case <-e.stop:
+				stopping = true
+			}
+		}
+		e.idle.Store(false)
+		if e.failed.Load() != nil {
+			if stopping {
+				return
+			}
+			e.progress.broadcast() // nothing more is written; keep waiters informed until Close
+			continue
+		}
+
+		pos, _ := e.Tail()
+		w, s := e.written.Load(), e.synced.Load()
+		now := time.Now()
+		if (pos > w || w > s) && dataSince.IsZero() {
+			dataSince = now
+		}
+		demand := e.waiters.Load() != 0 || e.flushReq.Load() > w || e.syncReq.Load() > s
+		dueBatch := cfg.Sync == SyncBatch && !dataSince.IsZero() && now.Sub(dataSince) >= cfg.BatchAge
+		dueInterval := cfg.Sync == SyncInterval && (pos > s) && now.Sub(lastSync) >= cfg.SyncEvery
+		urgent := stopping || fired || demand || pos-w >= uint64(cfg.FlushBytes) || dueBatch || dueInterval
+
+		progressed := false
+		if urgent {
+			progressed = e.writeCommitted()
+			w = e.written.Load()
+			needSync := false
+			if w > s {
+				switch {
+				case e.syncReq.Load() > s, stopping, dueInterval:
+					needSync = true
+				case cfg.Sync == SyncBatch:
+					needSync = dueBatch || w-s >= uint64(cfg.BatchBytes)
+				}
+			}
+			if needSync {
+				if err := e.sink.Sync(); err != nil {
+					e.fail(err)
+					continue
+				}
+				e.stats.syncs.Add(1)
+				e.synced.Store(w)
+				lastSync = time.Now()
+				dataSince = time.Time{}
+				progressed = true
+			}
+		}
+		if progressed {
+			e.progress.broadcast()
+		}
+
+		pos, _ = e.Tail()
+		w, s = e.written.Load(), e.synced.Load()
+		if stopping {
+			// Close set the closed bit before stop, so pos is final: wait
+			// for the last producers to commit, then write and sync it all.
+			if w >= pos && s >= pos {
+				return
+			}
+			if !progressed {
+				time.Sleep(10 * time.Microsecond)
+			}
+			continue
+		}
+		pending := pos > w
+		if progressed && pending && (demand || pos-w >= uint64(cfg.FlushBytes)) {
+			e.wake() // more is wanted now: go round again at once
+			continue
+		}
+		d := time.Duration(-1)
+		if pending {
+			d = cfg.FlushInterval
+			if demand {
+				d = 50 * time.Microsecond // a waiter waits on bytes still being copied
+			}
+		}
+		if (pending || w > s) && !dataSince.IsZero() {
+			switch cfg.Sync {
+			case SyncBatch:
+				d = minDur(d, cfg.BatchAge-now.Sub(dataSince))
+			case SyncInterval:
+				d = minDur(d, cfg.SyncEvery-now.Sub(lastSync))
+			}
+		}
+		if d >= 0 {
+			arm(d)
+			continue
+		}
+		if timerAt.IsZero() {
+			// Nothing to do until a producer commits. Announce idleness,
+			// then look once more so a commit racing with the store is not
+			// missed (a producer loads idle after its commit).
+			e.idle.Store(true)
+			if p, _ := e.Tail(); p > e.written.Load() {
+				e.wake()
+			}
+		}
+	}
+}
+
+// minDur returns the smaller of a and b, treating a negative a as unset.
+func minDur(a, b time.Duration) time.Duration {
+	if a < 0 {
+		return max(b, 0)
+	}
+	return max(min(a, b), 0)
+}
+
+// writeCommitted hands every committed byte to the sink and releases the
+// blocks that were fully written. It reports whether anything was written.
+func (e *Engine) writeCommitted() bool {
+	w := e.written.Load()
+	end := e.frontier(w)
+	if end == w {
+		return false
+	}
+	a, b := e.slices(w, end)
+	if err := e.sink.Write(w, a, b); err != nil {
+		e.fail(err)
+		return false
+	}
+	e.stats.flushes.Add(1)
+	e.written.Store(end)
+	e.release(end)
+	return true
+}
+
+// frontier returns the end of the committed range that starts at w.
+func (e *Engine) frontier(w uint64) uint64 {
+	bs := uint64(e.cfg.BlockSize)
+	end := w
+	for {
+		pos, _ := e.Tail()
+		if end >= pos {
+			return end
+		}
+		start := end &^ (bs - 1)
+		c := e.blk[(end&e.mask)>>e.shift].v.Load()
+		got := c & (1<<32 - 1)
+		if got == bs {
+			end = start + bs
+			continue
+		}
+		// The block is not complete. If the tail is inside it and the
+		// counter (read first) equals the bytes claimed in it (tail read
+		// after), every claim in it has committed: a byte counted in c was
+		// claimed before c was read, hence before the tail was read.
+		t2, _ := e.Tail()
+		if t2 < start+bs && got == t2-start {
+			return t2
+		}
+		return end
+	}
+}
+
+// slices returns the ring bytes for positions [from, to), split at the wrap.
+func (e *Engine) slices(from, to uint64) (a, b []byte) {
+	s := from & e.mask
+	n := to - from
+	if s+n <= uint64(len(e.buf)) {
+		return e.buf[s : s+n], nil
+	}
+	return e.buf[s:], e.buf[:n-(uint64(len(e.buf))-s)]
+}
+
+// release frees the blocks below written (rounded down to a block).
+// REQUIRES: called by the flusher.
+func (e *Engine) release(written uint64) {
+	bs := uint64(e.cfg.BlockSize)
+	r := e.released.Load()
+	upto := written &^ (bs - 1)
+	if upto <= r {
+		return
+	}
+	seq := e.releasedSeq.Load()
+	for p := r; p < upto; p += bs {
+		c := &e.blk[(p&e.mask)>>e.shift].v
+		seq += c.Load() >> 32
+		c.Store(0)
+	}
+	e.releasedSeq.Store(seq)
+	e.released.Store(upto)
+}
