@@ -1,0 +1,256 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/engine"
+	"github.com/appendlog/appendlog/internal/vfs"
+)
+
+// Log is a durable segmented log. Append, AppendBatch, Flush, Sync,
+// WaitDurable and the accessors may be called from many goroutines at once.
+type Log struct {
+	dir    string
+	opts   Options
+	lock   io.Closer
+	eng    *engine.Engine
+	w      *segWriter
+	rec    Recovery
+	maxRec int
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Recovery describes what Open found and did.
+type Recovery struct {
+	// Segments is the number of segment files the log had when opened.
+	Segments int
+	// FirstSeq and NextSeq bound the records present after recovery:
+	// [FirstSeq, NextSeq). Both are 1 for an empty log.
+	FirstSeq, NextSeq uint64
+	// TailSegment is the segment appends continue in.
+	TailSegment string
+	// ScannedBytes counts the bytes of the tail segment that were CRC-checked.
+	ScannedBytes int64
+	// TruncatedAt is the offset in TailSegment where a torn tail was cut, or
+	// -1. TruncatedBytes counts the non-zero bytes cut there, and Damage
+	// says what the first of them looked like.
+	TruncatedAt    int64
+	TruncatedBytes int64
+	Damage         error
+	// RemovedSegment names an incomplete segment (crash while it was being
+	// created, no records in it) that Open removed.
+	RemovedSegment string
+}
+
+// Open opens the log in dir, creating the directory and the log if needed,
+// or recovering it: sealed segments are trusted by their footer; the tail
+// segment is CRC-scanned and a torn tail (damage past the last durable mark)
+// is cut and reported in Recovery. Damage where durable data lives is a
+// *CorruptionError naming segment and offset; Open never skips it.
+//
+// Only one process may have a log open: a second Open fails with an error
+// naming the lock file and its holder.
+func Open(dir string, opts *Options) (*Log, error) {
+	o := opts.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	fsys := o.FS
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+	}
+	lock, err := fsys.Lock(filepath.Join(dir, lockName), fmt.Sprintf("pid %d", os.Getpid()))
+	if err != nil {
+		return nil, fmt.Errorf("wal: open %s: log is in use: %w", dir, err)
+	}
+	l := &Log{dir: dir, opts: o, lock: lock, maxRec: o.MaxRecordSize}
+	w, rec, err := recoverLog(fsys, dir, &o)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	l.w, l.rec = w, rec
+	l.eng, err = engine.New(engine.Config{
+		Size:          o.BufferSize,
+		FlushInterval: o.FlushInterval,
+		Sync:          engine.SyncMode(o.Sync),
+		SyncEvery:     o.SyncEvery,
+		BatchBytes:    o.BatchBytes,
+		BatchAge:      o.BatchAge,
+		FirstSeq:      rec.NextSeq,
+	}, w)
+	if err != nil {
+		w.closeFile(false)
+		lock.Close()
+		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+	}
+	return l, nil
+}
+
+// The wal and engine sync modes share their values.
+var _ = [1]struct{}{}[int(SyncNever)-int(engine.SyncNever)+int(SyncBatch)-int(engine.SyncBatch)+int(SyncInterval)-int(engine.SyncInterval)]
+
+// Recovery returns what Open found and did.
+func (l *Log) Recovery() Recovery { return l.rec }
+
+// Dir returns the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Append appends one record and returns its sequence number. It returns once
+// the record is in the log's buffer: use WaitDurable (or SyncBatch mode's
+// batch bounds) for durability. p is copied; the caller may reuse it.
+func (l *Log) Append(p []byte) (uint64, error) {
+	if len(p) > l.maxRec {
+		return 0, fmt.Errorf("%w: %d bytes (max %d)", ErrTooLarge, len(p), l.maxRec)
+	}
+	c, err := l.eng.Claim(frame.HeaderSize+len(p), 1)
+	if err != nil {
+		return 0, l.mapErr(err)
+	}
+	var hdr [frame.HeaderSize]byte
+	frame.PutHeader(hdr[:], frame.KindRecord, c.Seq, p)
+	l.eng.Put(c, 0, hdr[:])
+	l.eng.Put(c, frame.HeaderSize, p)
+	l.eng.Commit(c)
+	return c.Seq, nil
+}
+
+// AppendBatch appends recs as consecutive records, contiguous in the log,
+// and returns the sequence number of the first. The whole batch (payloads
+// plus 16 bytes each) must fit in half the buffer.
+func (l *Log) AppendBatch(recs [][]byte) (first uint64, err error) {
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	total := 0
+	for _, p := range recs {
+		if len(p) > l.maxRec {
+			return 0, fmt.Errorf("%w: %d bytes (max %d)", ErrTooLarge, len(p), l.maxRec)
+		}
+		total += frame.HeaderSize + len(p)
+	}
+	if total > l.opts.BufferSize/2 {
+		return 0, fmt.Errorf("%w: batch of %d bytes (max %d, half the buffer)", ErrTooLarge, total, l.opts.BufferSize/2)
+	}
+	c, err := l.eng.Claim(total, len(recs))
+	if err != nil {
+		return 0, l.mapErr(err)
+	}
+	var hdr [frame.HeaderSize]byte
+	off := 0
+	for i, p := range recs {
+		frame.PutHeader(hdr[:], frame.KindRecord, c.Seq+uint64(i), p)
+		l.eng.Put(c, off, hdr[:])
+		l.eng.Put(c, off+frame.HeaderSize, p)
+		off += frame.HeaderSize + len(p)
+	}
+	l.eng.Commit(c)
+	return c.Seq, nil
+}
+
+// Flush returns once every record appended before the call has been handed
+// to the OS. Cancelling ctx abandons the wait, not the write.
+func (l *Log) Flush(ctx context.Context) error {
+	return l.mapErr(l.eng.Flush(ctx))
+}
+
+// Sync returns once every record appended before the call is durable
+// (fdatasync, and the directory fsynced for any segment created).
+func (l *Log) Sync(ctx context.Context) error {
+	return l.mapErr(l.eng.Sync(ctx))
+}
+
+// WaitDurable returns once record seq is durable. Waiters from many
+// goroutines share one fdatasync (group commit); only a sync that covered
+// the record releases its waiter. Cancelling ctx abandons the wait.
+func (l *Log) WaitDurable(ctx context.Context, seq uint64) error {
+	if l.w.durable.Load() > seq {
+		return nil
+	}
+	pos, next := l.eng.Tail()
+	if seq >= next {
+		if err := l.mapErr(l.eng.Err()); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %d (next is %d)", ErrNotAppended, seq, next)
+	}
+	l.eng.RequestSync(pos)
+	return l.mapErr(l.eng.Await(ctx, func() bool { return l.w.durable.Load() > seq }))
+}
+
+// DurableSeq returns the highest sequence number known durable, or 0 if no
+// record is.
+func (l *Log) DurableSeq() uint64 { return l.w.durable.Load() - 1 }
+
+// NextSeq returns the sequence number the next Append will get.
+func (l *Log) NextSeq() uint64 {
+	_, seq := l.eng.Tail()
+	return seq
+}
+
+// Stats is a snapshot of the log's counters.
+type Stats struct {
+	NextSeq, DurableSeq uint64
+	Appended, Written   uint64 // bytes since Open, frames included
+	Syncs, Writes       uint64
+	SegmentsCreated     int64
+}
+
+// Stats returns a snapshot of the log's counters.
+func (l *Log) Stats() Stats {
+	es := l.eng.Stats()
+	return Stats{
+		NextSeq:         l.NextSeq(),
+		DurableSeq:      l.DurableSeq(),
+		Appended:        es.Claimed,
+		Written:         es.Written,
+		Syncs:           es.Syncs,
+		Writes:          es.Flushes,
+		SegmentsCreated: l.w.segments.Load(),
+	}
+}
+
+// Close flushes and syncs every appended record, stops the flusher, and
+// releases the files and the lock. It is idempotent: later calls return
+// the first call's result. Calls other than Close made after it return
+// ErrClosed.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		err := l.eng.Close()
+		if err != nil {
+			err = fmt.Errorf("wal: close: %w", err)
+		}
+		if cerr := l.w.closeFile(err == nil); err == nil {
+			err = cerr
+		}
+		if lerr := l.lock.Close(); err == nil && lerr != nil {
+			err = fmt.Errorf("wal: release lock: %w", lerr)
+		}
+		l.closeErr = err
+	})
+	return l.closeErr
+}
+
+// mapErr turns engine errors into wal errors.
+func (l *Log) mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, engine.ErrClosed):
+		return ErrClosed
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return fmt.Errorf("wal: log failed: %w", err)
+}
+
+var _ vfs.FS = vfs.OS()

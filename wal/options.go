@@ -1,0 +1,155 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/appendlog/appendlog/internal/engine"
+	"github.com/appendlog/appendlog/internal/vfs"
+)
+
+// SyncMode says when the log makes appended records durable on its own.
+// Sync and WaitDurable force durability whatever the mode.
+type SyncMode int
+
+// Sync modes.
+const (
+	// SyncNever leaves durability to the OS (and to explicit Sync calls).
+	SyncNever SyncMode = iota + 1
+	// SyncInterval calls fdatasync every Options.SyncEvery while there are
+	// unsynced records.
+	SyncInterval
+	// SyncBatch is group commit: one fdatasync covers every record appended
+	// before it; a batch is synced when it reaches Options.BatchBytes or its
+	// oldest record is Options.BatchAge old, or at once when someone waits
+	// on it (WaitDurable, Sync).
+	SyncBatch
+)
+
+// String returns the mode's name as ParseSyncMode accepts it.
+func (m SyncMode) String() string {
+	switch m {
+	case SyncNever:
+		return "never"
+	case SyncInterval:
+		return "interval"
+	case SyncBatch:
+		return "batch"
+	}
+	return fmt.Sprintf("SyncMode(%d)", int(m))
+}
+
+// ParseSyncMode parses "never", "interval" or "batch".
+func ParseSyncMode(s string) (SyncMode, error) {
+	for _, m := range []SyncMode{SyncNever, SyncInterval, SyncBatch} {
+		if m.String() == s {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("wal: unknown sync mode %q (want never, interval or batch)", s)
+}
+
+// Defaults for zero Options fields. A log opened with default options keeps
+// its write-path memory near DefaultBufferSize whatever its size on disk.
+const (
+	DefaultSegmentSize   = 64 << 20
+	DefaultBufferSize    = 8 << 20
+	DefaultBatchBytes    = 256 << 10
+	DefaultBatchAge      = 10 * time.Millisecond
+	DefaultSyncEvery     = 100 * time.Millisecond
+	DefaultFlushInterval = 10 * time.Millisecond
+)
+
+// Options configures a Log. A nil *Options, or a zero field, means the
+// default. Open copies the options; it never modifies the caller's.
+type Options struct {
+	// FS is the file system. Default vfs.OS().
+	FS vfs.FS
+	// SegmentSize is the size at which the active segment is sealed and a
+	// new one started (a segment may exceed it by less than one record).
+	// Default DefaultSegmentSize; at least 64 KiB.
+	SegmentSize int64
+	// BufferSize is the in-memory claim/commit buffer, a power of two in
+	// [64 KiB, 512 MiB]. Default DefaultBufferSize.
+	BufferSize int
+	// MaxRecordSize bounds one record's payload. Default BufferSize/4;
+	// at most BufferSize/2.
+	MaxRecordSize int
+	// Sync is the durability mode. Default SyncBatch.
+	Sync SyncMode
+	// SyncEvery is the period of SyncInterval. Default DefaultSyncEvery.
+	SyncEvery time.Duration
+	// BatchBytes and BatchAge bound a group-commit batch in SyncBatch mode.
+	// Defaults DefaultBatchBytes and DefaultBatchAge.
+	BatchBytes int
+	BatchAge   time.Duration
+	// FlushInterval bounds how long appended bytes wait in the buffer
+	// before they are handed to the OS. Default DefaultFlushInterval.
+	FlushInterval time.Duration
+}
+
+// withDefaults returns a copy of o with defaults filled in.
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.FS == nil {
+		c.FS = vfs.OS()
+	}
+	if c.SegmentSize == 0 {
+		c.SegmentSize = DefaultSegmentSize
+	}
+	if c.BufferSize == 0 {
+		c.BufferSize = DefaultBufferSize
+	}
+	if c.MaxRecordSize == 0 {
+		c.MaxRecordSize = c.BufferSize / 4
+	}
+	if c.Sync == 0 {
+		c.Sync = SyncBatch
+	}
+	if c.SyncEvery == 0 {
+		c.SyncEvery = DefaultSyncEvery
+	}
+	if c.BatchBytes == 0 {
+		c.BatchBytes = DefaultBatchBytes
+	}
+	if c.BatchAge == 0 {
+		c.BatchAge = DefaultBatchAge
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = DefaultFlushInterval
+	}
+	return c
+}
+
+// Validate reports whether the options, with defaults filled in, are usable.
+func (o *Options) Validate() error {
+	c := o.withDefaults()
+	return c.validate()
+}
+
+func (c *Options) validate() error {
+	var errs []error
+	if c.SegmentSize < 64<<10 {
+		errs = append(errs, fmt.Errorf("SegmentSize %d is below 64 KiB", c.SegmentSize))
+	}
+	if c.BufferSize < engine.MinSize || c.BufferSize > engine.MaxSize || c.BufferSize&(c.BufferSize-1) != 0 {
+		errs = append(errs, fmt.Errorf("BufferSize %d is not a power of two in [%d, %d]", c.BufferSize, engine.MinSize, engine.MaxSize))
+	}
+	if c.MaxRecordSize < 1 || c.MaxRecordSize > c.BufferSize/2 {
+		errs = append(errs, fmt.Errorf("MaxRecordSize %d is not in [1, BufferSize/2]", c.MaxRecordSize))
+	}
+	if c.Sync < SyncNever || c.Sync > SyncBatch {
+		errs = append(errs, fmt.Errorf("unknown Sync mode %d", c.Sync))
+	}
+	if c.SyncEvery < 0 || c.BatchAge < 0 || c.BatchBytes < 0 || c.FlushInterval < 0 {
+		errs = append(errs, errors.New("durations and sizes must not be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("wal: invalid options: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,305 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/vfs"
+)
+
+// Reader reads a log's records in sequence order. It takes no lock and
+// never writes: it is meant for a closed log (dump, verify, tests) or a log
+// whose writer has stopped. A Reader is not safe for concurrent use.
+//
+// It checks as it goes: every frame's checksum, consecutive sequence numbers
+// across segments, and each sealed segment's footer. Damage in the unsealed
+// tail segment past its durable mark is a torn tail: the Reader stops there
+// without error and reports it in Torn. Any other damage is a
+// *CorruptionError from Err.
+type Reader struct {
+	fsys    vfs.FS
+	dir     string
+	segs    []segInfo
+	i       int
+	from    uint64
+	maxRec  int
+	foreign []string
+
+	f       vfs.File
+	sc      *frame.Scanner
+	cur     segInfo
+	sealed  bool
+	footer  frame.Footer
+	mark    frame.Mark
+	expect  uint64 // sequence number the next record must have
+	dataEnd int64  // end of the last good frame in the current segment
+
+	seq     uint64
+	rec     []byte
+	offset  int64
+	records uint64
+	bytes   int64
+	torn    *TornTail
+	err     error
+	done    bool
+}
+
+// TornTail is a torn tail found in the last segment: damage past the last
+// durable mark, which Open cuts.
+type TornTail struct {
+	Segment string
+	Offset  int64 // where valid data ends
+	Bytes   int64 // non-zero bytes from Offset on
+	Damage  error
+}
+
+// OpenReader returns a Reader positioned before the first record whose
+// sequence number is at least from.
+func OpenReader(dir string, from uint64, opts *Options) (*Reader, error) {
+	o := opts.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	st, err := o.FS.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: open reader: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("wal: open reader: %s is not a directory", dir)
+	}
+	segs, foreign, err := listSegments(o.FS, dir)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{fsys: o.FS, dir: dir, segs: segs, from: from, maxRec: o.MaxRecordSize, foreign: foreign}
+	if len(segs) > 0 {
+		r.expect = segs[0].firstSeq
+		// Start at the last segment whose first record is <= from.
+		if k := sort.Search(len(segs), func(i int) bool { return segs[i].firstSeq > from }); k > 1 {
+			r.i = k - 1
+			r.expect = segs[r.i].firstSeq
+		}
+	}
+	return r, nil
+}
+
+// Next advances to the next record. It returns false at the end of the log
+// or on error (see Err).
+func (r *Reader) Next() bool {
+	for !r.done {
+		if r.f == nil {
+			if r.i >= len(r.segs) {
+				r.finish(nil)
+				return false
+			}
+			if err := r.openSegment(); err != nil {
+				r.finish(err)
+				return false
+			}
+			continue
+		}
+		if r.sc.Next() {
+			fr := r.sc.Frame()
+			off := r.sc.Offset()
+			if fr.Kind == frame.KindFooter && !r.sealed && r.i == len(r.segs)-1 {
+				// A seal that did not finish: the footer follows the last
+				// record; Open completes it.
+				r.endSegment(nil)
+				continue
+			}
+			var bad error
+			switch {
+			case fr.Kind != frame.KindRecord:
+				bad = fmt.Errorf("unexpected %v frame", fr.Kind)
+			case fr.Seq != r.expect:
+				bad = fmt.Errorf("record has seq %d, want %d", fr.Seq, r.expect)
+			}
+			if bad != nil {
+				r.endSegment(&frame.Damage{Offset: off, Err: bad})
+				continue
+			}
+			r.expect++
+			r.dataEnd = off + int64(frame.Size(len(fr.Payload)))
+			r.records++
+			r.bytes += int64(len(fr.Payload))
+			if fr.Seq < r.from {
+				continue
+			}
+			r.seq, r.rec, r.offset = fr.Seq, fr.Payload, off
+			return true
+		}
+		err := r.sc.Err()
+		if err != nil && !frame.IsDamage(err) {
+			r.finish(fmt.Errorf("wal: read %s: %w", r.cur.name, err))
+			return false
+		}
+		r.endSegment(err)
+	}
+	return false
+}
+
+func (r *Reader) corrupt(off int64, err error) error {
+	return &CorruptionError{Dir: r.dir, Segment: r.cur.name, Offset: off, Err: err}
+}
+
+func (r *Reader) openSegment() error {
+	s := r.segs[r.i]
+	r.cur = s
+	last := r.i == len(r.segs)-1
+	if s.firstSeq != r.expect {
+		prev := "the log's start"
+		if r.i > 0 {
+			prev = r.segs[r.i-1].name
+		}
+		return r.corrupt(0, fmt.Errorf("gap in the log: %s ends before seq %d, but the next segment starts at seq %d (a segment is missing)", prev, r.expect, s.firstSeq))
+	}
+	f, err := r.fsys.OpenFile(filepath.Join(r.dir, s.name), os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("wal: open %s: %w", s.name, err)
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("wal: stat %s: %w", s.name, err)
+	}
+	h, mark, err := readHeader(f)
+	if err != nil {
+		if last {
+			if end, zerr := lastNonZero(f, min(headerPage, size), size); zerr == nil && end <= min(headerPage, size) {
+				// A segment whose creation did not finish: Open removes it.
+				f.Close()
+				r.torn = &TornTail{Segment: s.name, Offset: 0, Bytes: 0, Damage: fmt.Errorf("unfinished segment (no header, no records): %w", err)}
+				r.i++
+				return nil
+			}
+		}
+		f.Close()
+		return r.corrupt(0, fmt.Errorf("bad header: %w", err))
+	}
+	if h.FirstSeq != s.firstSeq {
+		f.Close()
+		return r.corrupt(0, fmt.Errorf("header says first seq %d, name says %d", h.FirstSeq, s.firstSeq))
+	}
+	ft, ferr := readFooter(f, size)
+	r.sealed = ferr == nil
+	limit := size
+	if r.sealed {
+		if ft.FirstSeq != s.firstSeq {
+			f.Close()
+			return r.corrupt(size-frame.FooterSize, fmt.Errorf("footer says first seq %d, name says %d", ft.FirstSeq, s.firstSeq))
+		}
+		limit = ft.DataEnd
+	}
+	r.f, r.footer, r.mark = f, ft, mark
+	r.dataEnd = headerPage
+	r.sc = frame.NewScanner(io.NewSectionReader(f, headerPage, max(limit-headerPage, 0)), headerPage, r.maxRec)
+	return nil
+}
+
+// endSegment closes the current segment after its frames ran out (damage nil
+// for a clean end) and decides whether what ended it is acceptable.
+func (r *Reader) endSegment(damage error) {
+	name := r.cur.name
+	defer func() {
+		if r.f != nil {
+			r.f.Close()
+			r.f, r.sc = nil, nil
+		}
+		r.i++
+	}()
+	if r.sealed {
+		if damage != nil {
+			r.finish(r.corrupt(damageOffset(damage, r.dataEnd), damage))
+			return
+		}
+		if want := r.footer.FirstSeq + r.footer.Count; r.expect != want {
+			r.finish(r.corrupt(r.footer.DataEnd, fmt.Errorf("footer counts records up to seq %d, found up to %d", want-1, r.expect-1)))
+		}
+		return
+	}
+	if r.i < len(r.segs)-1 {
+		// Unsealed but not last: it should have been sealed before the next
+		// segment was created.
+		why := fmt.Errorf("segment has no valid footer but is followed by %s", r.segs[r.i+1].name)
+		if damage != nil {
+			why = fmt.Errorf("%w: %w", why, damage)
+		}
+		r.finish(r.corrupt(r.dataEnd, why))
+		return
+	}
+	// Unsealed: the last segment.
+	if r.mark.DurableEnd > r.dataEnd {
+		why := fmt.Errorf("records up to offset %d (seq %d) were durable, but valid data ends here", r.mark.DurableEnd, r.mark.NextSeq-1)
+		if damage != nil {
+			why = fmt.Errorf("%w: %w", why, damage)
+		}
+		r.finish(r.corrupt(r.dataEnd, why))
+		return
+	}
+	if damage != nil {
+		var extent int64
+		var d *frame.Damage
+		if errors.As(damage, &d) && d.Offset == r.dataEnd && d.Extent > 0 {
+			extent = d.Extent
+		} else if size, err := r.f.Size(); err == nil {
+			if last, err := lastNonZero(r.f, r.dataEnd, size); err == nil {
+				extent = last - r.dataEnd
+			}
+		}
+		if extent > 0 {
+			r.torn = &TornTail{Segment: name, Offset: r.dataEnd, Bytes: extent, Damage: damage}
+		}
+	}
+}
+
+func damageOffset(err error, def int64) int64 {
+	var d *frame.Damage
+	if errors.As(err, &d) {
+		return d.Offset
+	}
+	return def
+}
+
+func (r *Reader) finish(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.done = true
+	r.rec = nil
+}
+
+// Seq returns the current record's sequence number.
+func (r *Reader) Seq() uint64 { return r.seq }
+
+// Record returns the current record's payload, valid until the next call to
+// Next.
+func (r *Reader) Record() []byte { return r.rec }
+
+// Position returns the segment and byte offset of the current record.
+func (r *Reader) Position() (segment string, offset int64) { return r.cur.name, r.offset }
+
+// Err returns the error that stopped Next, or nil at a clean end (a torn
+// tail included: see Torn).
+func (r *Reader) Err() error { return r.err }
+
+// Torn returns the torn tail the Reader stopped at, or nil.
+func (r *Reader) Torn() *TornTail { return r.torn }
+
+// NextSeq returns the sequence number after the last record read.
+func (r *Reader) NextSeq() uint64 { return r.expect }
+
+// Close releases the Reader's file.
+func (r *Reader) Close() error {
+	r.done = true
+	if r.f != nil {
+		err := r.f.Close()
+		r.f, r.sc = nil, nil
+		return err
+	}
+	return nil
+}

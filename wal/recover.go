@@ -1,0 +1,292 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/vfs"
+)
+
+// recoverLog checks the segments in dir and returns a writer positioned at
+// the end of the last good record.
+//
+// Crash states it must accept, given the order the writer does things in
+// (seal = footer + truncate + fdatasync, and only then create the next
+// segment = preallocate + header + fdatasync + directory fsync):
+//   - the tail segment has a torn tail past its durable mark: cut it;
+//   - the tail segment was being created: no valid header and nothing but
+//     zeros after it: remove it, continue after the sealed one before it;
+//   - the tail segment was being sealed: a valid footer frame follows its
+//     last record: finish the seal.
+//
+// Anything else that does not decode is corruption.
+func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, error) {
+	rec := Recovery{TruncatedAt: -1}
+	segs, _, err := listSegments(fsys, dir)
+	if err != nil {
+		return nil, rec, err
+	}
+	rec.Segments = len(segs)
+	w := &segWriter{fsys: fsys, dir: dir, segSize: o.SegmentSize, maxRec: o.MaxRecordSize}
+	corrupt := func(name string, off int64, err error) error {
+		return &CorruptionError{Dir: dir, Segment: name, Offset: off, Err: err}
+	}
+
+	// Sealed segments: trust the footers, check the chain of sequence numbers.
+	next := uint64(1)
+	if len(segs) > 0 {
+		next = segs[0].firstSeq
+	}
+	rec.FirstSeq = next
+	for i, s := range segs {
+		if s.firstSeq != next {
+			prev := "the log's start"
+			if i > 0 {
+				prev = segs[i-1].name
+			}
+			return nil, rec, corrupt(s.name, 0, fmt.Errorf("gap in the log: %s ends before seq %d, but the next segment starts at seq %d (a segment is missing)", prev, next, s.firstSeq))
+		}
+		last := i == len(segs)-1
+		info, err := checkSealed(fsys, dir, s)
+		if err == nil {
+			next = info.FirstSeq + info.Count
+			if last {
+				// The log ended with a sealed segment: start a new one.
+				f, name, err := createSegment(fsys, dir, next, o.SegmentSize)
+				if err != nil {
+					return nil, rec, err
+				}
+				w.f, w.name, w.firstSeq = f, name, next
+				w.startOff = headerPage
+			}
+			continue
+		}
+		if !last {
+			return nil, rec, corrupt(s.name, err.offset, fmt.Errorf("sealed segment is not whole: %w", err.err))
+		}
+		// The tail segment: scan it.
+		if err := recoverTail(fsys, dir, s, o, w, &rec); err != nil {
+			return nil, rec, err
+		}
+		if rec.RemovedSegment != "" {
+			// It was an unfinished creation; continue after its predecessor.
+			f, name, err := createSegment(fsys, dir, next, o.SegmentSize)
+			if err != nil {
+				return nil, rec, err
+			}
+			w.f, w.name, w.firstSeq = f, name, next
+			w.startOff = headerPage
+		}
+	}
+	if w.f == nil {
+		// Empty log.
+		f, name, err := createSegment(fsys, dir, next, o.SegmentSize)
+		if err != nil {
+			return nil, rec, err
+		}
+		w.f, w.name, w.firstSeq = f, name, next
+		w.startOff = headerPage
+	}
+	if w.count == 0 && w.nextSeq == 0 {
+		w.nextSeq = w.firstSeq
+	}
+	w.durable.Store(w.nextSeq)
+	rec.NextSeq = w.nextSeq
+	rec.TailSegment = w.name
+	return w, rec, nil
+}
+
+// segErr is a problem found in a segment, with where.
+type segErr struct {
+	offset int64
+	err    error
+}
+
+// checkSealed validates a sealed segment's header and footer.
+func checkSealed(fsys vfs.FS, dir string, s segInfo) (frame.Footer, *segErr) {
+	f, err := fsys.OpenFile(filepath.Join(dir, s.name), os.O_RDONLY, 0)
+	if err != nil {
+		return frame.Footer{}, &segErr{0, err}
+	}
+	defer f.Close()
+	h, _, err := readHeader(f)
+	if err != nil {
+		return frame.Footer{}, &segErr{0, fmt.Errorf("bad header: %w", err)}
+	}
+	if h.FirstSeq != s.firstSeq {
+		return frame.Footer{}, &segErr{0, fmt.Errorf("header says first seq %d, name says %d", h.FirstSeq, s.firstSeq)}
+	}
+	size, err := f.Size()
+	if err != nil {
+		return frame.Footer{}, &segErr{0, err}
+	}
+	ft, err := readFooter(f, size)
+	if err != nil {
+		return ft, &segErr{max(size-frame.FooterSize, 0), err}
+	}
+	if ft.FirstSeq != s.firstSeq {
+		return ft, &segErr{size - frame.FooterSize, fmt.Errorf("footer says first seq %d, name says %d", ft.FirstSeq, s.firstSeq)}
+	}
+	return ft, nil
+}
+
+// recoverTail scans the unsealed tail segment, cuts a torn tail, and
+// positions w after the last good record.
+func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, rec *Recovery) error {
+	path := filepath.Join(dir, s.name)
+	corrupt := func(off int64, err error) error {
+		return &CorruptionError{Dir: dir, Segment: s.name, Offset: off, Err: err}
+	}
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("wal: open %s: %w", s.name, err)
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			f.Close()
+		}
+	}()
+	size, err := f.Size()
+	if err != nil {
+		return fmt.Errorf("wal: stat %s: %w", s.name, err)
+	}
+	h, mark, herr := readHeader(f)
+	if herr != nil {
+		// A segment whose creation did not finish has no records: nothing
+		// but zeros after the header page. Anything else is damage.
+		last, err := lastNonZero(f, min(headerPage, size), size)
+		if err != nil {
+			return fmt.Errorf("wal: read %s: %w", s.name, err)
+		}
+		if last > min(headerPage, size) {
+			return corrupt(0, fmt.Errorf("bad header: %w", herr))
+		}
+		f.Close()
+		keep = true
+		if err := fsys.Remove(path); err != nil {
+			return fmt.Errorf("wal: remove unfinished segment %s: %w", s.name, err)
+		}
+		if err := fsys.SyncDir(dir); err != nil {
+			return fmt.Errorf("wal: remove unfinished segment %s: %w", s.name, err)
+		}
+		rec.RemovedSegment = s.name
+		return nil
+	}
+	if h.FirstSeq != s.firstSeq {
+		return corrupt(0, fmt.Errorf("header says first seq %d, name says %d", h.FirstSeq, s.firstSeq))
+	}
+
+	// Scan every frame; sequence numbers must run on from the header's.
+	sc := frame.NewScanner(io.NewSectionReader(f, headerPage, max(size-headerPage, 0)), headerPage, o.MaxRecordSize)
+	next, count := s.firstSeq, uint64(0)
+	end := int64(headerPage)
+	var damage error
+	sealed := false
+	for sc.Next() {
+		fr := sc.Frame()
+		if fr.Kind == frame.KindFooter {
+			var ft frame.Footer
+			b := make([]byte, frame.FooterSize)
+			frame.EncodeKind(b, fr.Kind, fr.Seq, fr.Payload)
+			ft, err = frame.DecodeFooter(b)
+			if err == nil && ft.FirstSeq == s.firstSeq && ft.Count == count && ft.DataEnd == sc.Offset() {
+				sealed = true
+				break
+			}
+			damage = &frame.Damage{Offset: sc.Offset(), Err: fmt.Errorf("unexpected footer frame: %w", frame.ErrFooter)}
+			break
+		}
+		if fr.Kind != frame.KindRecord {
+			damage = &frame.Damage{Offset: sc.Offset(), Err: fmt.Errorf("unexpected %v frame", fr.Kind)}
+			break
+		}
+		if fr.Seq != next {
+			damage = &frame.Damage{Offset: sc.Offset(), Err: fmt.Errorf("record has seq %d, want %d", fr.Seq, next)}
+			break
+		}
+		next++
+		count++
+		end = sc.Offset() + int64(frame.Size(len(fr.Payload)))
+	}
+	if !sealed && damage == nil {
+		damage = sc.Err()
+		if damage != nil && !frame.IsDamage(damage) {
+			return fmt.Errorf("wal: read %s: %w", s.name, damage)
+		}
+	}
+	rec.ScannedBytes = end - headerPage
+
+	if mark.DurableEnd > end || (mark.DurableEnd == end && mark.NextSeq != next && mark.DurableEnd != 0) {
+		// Records a completed sync covered are gone or do not decode.
+		why := fmt.Errorf("records up to offset %d (seq %d) were durable, but valid data ends here", mark.DurableEnd, mark.NextSeq-1)
+		if damage != nil {
+			why = fmt.Errorf("%w: %w", why, damage)
+		}
+		return corrupt(end, why)
+	}
+
+	w.f, w.name, w.firstSeq, w.count = f, s.name, s.firstSeq, count
+	w.startOff, w.startPos = end, 0
+	w.nextSeq = next
+	w.mark = mark
+	w.markWritten = mark
+	keep = true
+
+	if sealed {
+		// Finish the interrupted seal, then continue in a new segment.
+		if err := f.Truncate(end + frame.FooterSize); err != nil {
+			return fmt.Errorf("wal: finish seal of %s: %w", s.name, err)
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("wal: finish seal of %s: %w", s.name, err)
+		}
+		f.Close()
+		nf, name, err := createSegment(fsys, dir, next, o.SegmentSize)
+		if err != nil {
+			return err
+		}
+		w.f, w.name, w.firstSeq, w.count = nf, name, next, 0
+		w.startOff = headerPage
+		w.mark, w.markWritten = frame.Mark{}, frame.Mark{}
+		return nil
+	}
+
+	// Cut whatever follows the last good record, so later appends can never
+	// be followed by stale bytes, and make the cut durable before any new
+	// record is written after it.
+	var extent int64
+	if damage != nil {
+		var d *frame.Damage
+		if errors.As(damage, &d) && d.Extent > 0 && d.Offset == end {
+			extent = d.Extent
+		} else {
+			last, err := lastNonZero(f, end, size)
+			if err != nil {
+				return fmt.Errorf("wal: read %s: %w", s.name, err)
+			}
+			extent = last - end
+		}
+	}
+	if extent > 0 {
+		rec.TruncatedAt, rec.TruncatedBytes, rec.Damage = end, extent, damage
+		if err := f.Truncate(end); err != nil {
+			return fmt.Errorf("wal: cut torn tail of %s at %d: %w", s.name, end, err)
+		}
+	}
+	if size < o.SegmentSize || extent > 0 {
+		if err := f.Preallocate(end, max(o.SegmentSize-end, 0)); err != nil {
+			return fmt.Errorf("wal: preallocate %s: %w", s.name, err)
+		}
+	}
+	// The records found may have been only in the page cache of a process
+	// that died: make them durable before calling them so.
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("wal: fdatasync %s: %w", s.name, err)
+	}
+	return nil
+}

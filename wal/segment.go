@@ -1,0 +1,173 @@
+package wal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/vfs"
+)
+
+// Segment files are named by the sequence number of their first record,
+// zero-padded so that names sort in log order: 00000000000000000001.seg.
+const (
+	segSuffix  = ".seg"
+	segDigits  = 20
+	lockName   = "LOCK"
+	cutSuffix  = ".cut"
+	headerPage = frame.FileHeaderSize
+)
+
+func segmentName(firstSeq uint64) string {
+	return fmt.Sprintf("%0*d%s", segDigits, firstSeq, segSuffix)
+}
+
+// parseSegmentName returns the first sequence number a segment name encodes.
+func parseSegmentName(name string) (uint64, bool) {
+	if len(name) != segDigits+len(segSuffix) || !strings.HasSuffix(name, segSuffix) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(name[:segDigits], 10, 64)
+	return n, err == nil
+}
+
+// segInfo is a segment file found in the log directory.
+type segInfo struct {
+	name     string
+	firstSeq uint64 // from the name
+}
+
+// listSegments returns the segments in dir in log order, and the names of
+// other files found there (the lock file and repair side files excluded).
+func listSegments(fsys vfs.FS, dir string) (segs []segInfo, foreign []string, err error) {
+	names, err := fsys.List(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("wal: list %s: %w", dir, err)
+	}
+	for _, n := range names {
+		if seq, ok := parseSegmentName(n); ok {
+			segs = append(segs, segInfo{name: n, firstSeq: seq})
+			continue
+		}
+		if n == lockName || strings.Contains(n, cutSuffix) {
+			continue
+		}
+		foreign = append(foreign, n)
+	}
+	// Names are zero-padded, so List's lexical order is log order.
+	return segs, foreign, nil
+}
+
+// readHeader reads and checks a segment's file header and durable mark.
+func readHeader(f vfs.File) (frame.FileHeader, frame.Mark, error) {
+	var b [frame.MarkOffset + frame.MarkSize]byte
+	n, err := f.ReadAt(b[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return frame.FileHeader{}, frame.Mark{}, err
+	}
+	h, err := frame.DecodeFileHeader(b[:n])
+	if err != nil {
+		return h, frame.Mark{}, err
+	}
+	if h.Kind != frame.FileWAL {
+		return h, frame.Mark{}, fmt.Errorf("file kind %v is not a WAL segment", h.Kind)
+	}
+	var m frame.Mark
+	if n == len(b) {
+		m, _ = frame.DecodeMark(b[frame.MarkOffset:])
+	}
+	return h, m, nil
+}
+
+// readFooter returns the footer of a sealed segment of the given size.
+func readFooter(f vfs.File, size int64) (frame.Footer, error) {
+	if size < headerPage+frame.FooterSize {
+		return frame.Footer{}, frame.ErrFooter
+	}
+	var b [frame.FooterSize]byte
+	if _, err := f.ReadAt(b[:], size-frame.FooterSize); err != nil {
+		return frame.Footer{}, err
+	}
+	ft, err := frame.DecodeFooter(b[:])
+	if err != nil {
+		return ft, err
+	}
+	if ft.DataEnd != size-frame.FooterSize {
+		return ft, fmt.Errorf("%w: footer says data ends at %d, file size %d", frame.ErrFooter, ft.DataEnd, size)
+	}
+	return ft, nil
+}
+
+// isZero reports whether f holds only zero bytes from off to its end; it
+// returns the offset just past the last non-zero byte otherwise.
+func lastNonZero(f vfs.File, off, size int64) (int64, error) {
+	buf := make([]byte, 1<<20)
+	last := off
+	for p := off; p < size; {
+		n := int(min(int64(len(buf)), size-p))
+		m, err := f.ReadAt(buf[:n], p)
+		if m < n && err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil && !(errors.Is(err, io.EOF) && m == n) {
+			return 0, err
+		}
+		if i := lastNonZeroIn(buf[:n]); i >= 0 {
+			last = p + int64(i) + 1
+		}
+		p += int64(n)
+	}
+	return last, nil
+}
+
+var zeroChunk [4096]byte
+
+func lastNonZeroIn(b []byte) int {
+	for end := len(b); end > 0; {
+		start := max(end-len(zeroChunk), 0)
+		if !bytes.Equal(b[start:end], zeroChunk[:end-start]) {
+			for i := end - 1; i >= start; i-- {
+				if b[i] != 0 {
+					return i
+				}
+			}
+		}
+		end = start
+	}
+	return -1
+}
+
+// createSegment creates, preallocates and durably names a new segment.
+func createSegment(fsys vfs.FS, dir string, firstSeq uint64, size int64) (vfs.File, string, error) {
+	name := segmentName(firstSeq)
+	path := filepath.Join(dir, name)
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, "", fmt.Errorf("wal: create segment %s: %w", name, err)
+	}
+	fail := func(err error) (vfs.File, string, error) {
+		f.Close()
+		return nil, "", fmt.Errorf("wal: create segment %s: %w", name, err)
+	}
+	if err := f.Preallocate(0, size); err != nil {
+		return fail(err)
+	}
+	hdr := make([]byte, headerPage)
+	frame.PutFileHeader(hdr, frame.FileHeader{Kind: frame.FileWAL, FirstSeq: firstSeq})
+	if _, err := f.WriteAt(hdr, 0); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fail(err)
+	}
+	return f, name, nil
+}
