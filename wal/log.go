@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -65,7 +66,15 @@ func Open(dir string, opts *Options) (*Log, error) {
 		return nil, err
 	}
 	fsys := o.FS
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		// A new directory is durable only once its parent is synced.
+		if err := fsys.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+		}
+		if err := fsys.SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+			return nil, fmt.Errorf("wal: open %s: sync parent directory: %w", dir, err)
+		}
+	} else if err != nil {
 		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
 	lock, err := fsys.Lock(filepath.Join(dir, lockName), fmt.Sprintf("pid %d", os.Getpid()))

@@ -185,8 +185,11 @@ func (r *Reader) openSegment() error {
 		f.Close()
 		return r.corrupt(0, fmt.Errorf("header says first seq %d, name says %d", h.FirstSeq, s.firstSeq))
 	}
+	// Only a segment with a successor is known to be sealed (see
+	// recoverLog); the last one is scanned to its end, and a footer frame
+	// right after its last record ends it.
 	ft, ferr := readFooter(f, size)
-	r.sealed = ferr == nil
+	r.sealed = ferr == nil && !last
 	limit := size
 	if r.sealed {
 		if ft.FirstSeq != s.firstSeq {

@@ -16,12 +16,15 @@ import (
 //
 // Crash states it must accept, given the order the writer does things in
 // (seal = footer + truncate + fdatasync, and only then create the next
-// segment = preallocate + header + fdatasync + directory fsync):
+// segment = preallocate + header + fdatasync + directory fsync). Only the
+// footers of segments with a successor are trusted; the last segment is
+// always scanned:
 //   - the tail segment has a torn tail past its durable mark: cut it;
 //   - the tail segment was being created: no valid header and nothing but
 //     zeros after it: remove it, continue after the sealed one before it;
-//   - the tail segment was being sealed: a valid footer frame follows its
-//     last record: finish the seal.
+//   - the tail segment was being sealed, or was sealed just before the
+//     crash: a valid footer frame follows its last record: finish the seal
+//     and start the next segment.
 //
 // Anything else that does not decode is corruption.
 func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, error) {
@@ -50,24 +53,19 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 			}
 			return nil, rec, corrupt(s.name, 0, fmt.Errorf("gap in the log: %s ends before seq %d, but the next segment starts at seq %d (a segment is missing)", prev, next, s.firstSeq))
 		}
-		last := i == len(segs)-1
-		info, err := checkSealed(fsys, dir, s)
-		if err == nil {
-			next = info.FirstSeq + info.Count
-			if last {
-				// The log ended with a sealed segment: start a new one.
-				f, name, err := createSegment(fsys, dir, next, o.SegmentSize)
-				if err != nil {
-					return nil, rec, err
-				}
-				w.f, w.name, w.firstSeq = f, name, next
-				w.startOff = headerPage
+		if i < len(segs)-1 {
+			// A segment with a successor was sealed and synced before the
+			// successor was created: trust its footer.
+			info, err := checkSealed(fsys, dir, s)
+			if err != nil {
+				return nil, rec, corrupt(s.name, err.offset, fmt.Errorf("sealed segment is not whole: %w", err.err))
 			}
+			next = info.FirstSeq + info.Count
 			continue
 		}
-		if !last {
-			return nil, rec, corrupt(s.name, err.offset, fmt.Errorf("sealed segment is not whole: %w", err.err))
-		}
+		// The tail segment is scanned even if it ends in a footer: a crash
+		// during its seal may have kept the footer but lost records before
+		// it (a power cut persists unsynced writes in any order).
 		// The tail segment: scan it.
 		if err := recoverTail(fsys, dir, s, o, w, &rec); err != nil {
 			return nil, rec, err

@@ -1,0 +1,117 @@
+//go:build linux
+
+package sys
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+func fdatasync(f *os.File) error {
+	return control(f, func(fd uintptr) error {
+		return retryEINTR(func() error { return unix.Fdatasync(int(fd)) })
+	})
+}
+
+func fallocate(f *os.File, off, n int64) error {
+	err := control(f, func(fd uintptr) error {
+		return retryEINTR(func() error { return unix.Fallocate(int(fd), 0, off, n) })
+	})
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		return extend(f, off+n)
+	}
+	return err
+}
+
+func openDirect(name string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(name, flag|unix.O_DIRECT, perm)
+	if err != nil {
+		// open(2): EINVAL "The filesystem does not support the O_DIRECT flag."
+		var pe *fs.PathError
+		if errors.As(err, &pe) && errors.Is(pe.Err, unix.EINVAL) {
+			pe.Err = fmt.Errorf("%w: %w", ErrDirectUnsupported, pe.Err)
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+func pwritev(f *os.File, bufs [][]byte, off int64) (int, error) {
+	var n int
+	err := control(f, func(fd uintptr) error {
+		var err error
+		for {
+			n, err = unix.Pwritev(int(fd), bufs, off)
+			if err != unix.EINTR {
+				return err
+			}
+		}
+	})
+	return n, err
+}
+
+func mmap(f *os.File, off int64, length int, writable bool) ([]byte, error) {
+	prot := unix.PROT_READ
+	if writable {
+		prot |= unix.PROT_WRITE
+	}
+	var b []byte
+	err := control(f, func(fd uintptr) error {
+		var err error
+		b, err = unix.Mmap(int(fd), off, length, prot, unix.MAP_SHARED)
+		return err
+	})
+	return b, err
+}
+
+func munmap(b []byte) error {
+	return unix.Munmap(b)
+}
+
+func madvise(b []byte, a Advice) error {
+	var advice int
+	switch a {
+	case AdviceNormal:
+		advice = unix.MADV_NORMAL
+	case AdviceSequential:
+		advice = unix.MADV_SEQUENTIAL
+	case AdviceRandom:
+		advice = unix.MADV_RANDOM
+	case AdviceWillNeed:
+		advice = unix.MADV_WILLNEED
+	case AdviceDontNeed:
+		advice = unix.MADV_DONTNEED
+	default:
+		return fmt.Errorf("invalid advice %d", int(a))
+	}
+	err := unix.Madvise(b, advice)
+	if err == unix.ENOSYS || err == unix.EINVAL {
+		return nil
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// retryEINTR calls fn until it returns something other than EINTR.
+func retryEINTR(fn func() error) error {
+	for {
+		if err := fn(); err != unix.EINTR {
+			return err
+		}
+	}
+}

@@ -1,0 +1,663 @@
+package vfs
+
+import (
+	"io"
+	"io/fs"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// _sectorSize is the granularity at which Crash tears a write: a torn write
+// keeps a prefix ending on a multiple of _sectorSize within the file.
+const _sectorSize = 512
+
+// MemFS is an in-memory FS that can simulate a power cut; see the package
+// documentation for the crash model. It is safe for concurrent use. The
+// zero value is an empty file system ready to use; NewMem returns one too.
+type MemFS struct {
+	mu struct {
+		sync.Mutex
+		// root is the root directory, created on first use.
+		root *memNode
+		// crashed is set by Crash; every later operation fails with
+		// ErrCrashed.
+		crashed bool
+	}
+}
+
+var _ FS = (*MemFS)(nil)
+
+// NewMem returns an empty MemFS holding only the root directory.
+func NewMem() *MemFS {
+	return &MemFS{}
+}
+
+// memNode is a file or a directory. All fields are protected by the owning
+// MemFS's mu.
+type memNode struct {
+	isDir bool
+	perm  fs.FileMode
+
+	// Directory state.
+	children map[string]*memNode // current entries
+	durable  map[string]*memNode // entries as of the last SyncDir
+
+	// File state.
+	data    []byte     // current content
+	synced  []byte     // durable content; never aliases data
+	minSize int        // smallest len(data) since the last Sync
+	log     []memWrite // writes since the last Sync, in order
+	locked  bool       // held by Lock
+}
+
+// memWrite is one write since the last Sync.
+type memWrite struct {
+	off  int64
+	data []byte // a private copy
+}
+
+func newDir(perm fs.FileMode) *memNode {
+	return &memNode{
+		isDir:    true,
+		perm:     perm & fs.ModePerm,
+		children: make(map[string]*memNode),
+		durable:  make(map[string]*memNode),
+	}
+}
+
+// root returns the root directory, creating it on first use.
+// REQUIRES: m.mu is held.
+func (m *MemFS) root() *memNode {
+	if m.mu.root == nil {
+		m.mu.root = newDir(0o755)
+	}
+	return m.mu.root
+}
+
+// lock takes m.mu and fails with ErrCrashed after a crash. On success the
+// caller must unlock m.mu.
+func (m *MemFS) lock(op, name string) error {
+	m.mu.Lock()
+	if m.mu.crashed {
+		m.mu.Unlock()
+		return &fs.PathError{Op: op, Path: name, Err: ErrCrashed}
+	}
+	return nil
+}
+
+// splitPath cleans name into its components below the root ("/a/b" and
+// "a/b" both give ["a", "b"]; the root gives none).
+func splitPath(name string) []string {
+	sep := string(filepath.Separator)
+	p := filepath.Clean(sep + filepath.FromSlash(name))
+	p = strings.TrimPrefix(p, sep)
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, sep)
+}
+
+// walk returns the node at the components parts.
+// REQUIRES: m.mu is held.
+func (m *MemFS) walk(parts []string) (*memNode, error) {
+	n := m.root()
+	for _, p := range parts {
+		if !n.isDir {
+			return nil, errNotDir
+		}
+		c, ok := n.children[p]
+		if !ok {
+			return nil, fs.ErrNotExist
+		}
+		n = c
+	}
+	return n, nil
+}
+
+// parent returns the directory holding name and name's base; name must not
+// be the root.
+// REQUIRES: m.mu is held.
+func (m *MemFS) parent(name string) (*memNode, string, error) {
+	parts := splitPath(name)
+	if len(parts) == 0 {
+		return nil, "", errInvalid
+	}
+	dir, err := m.walk(parts[:len(parts)-1])
+	if err != nil {
+		return nil, "", err
+	}
+	if !dir.isDir {
+		return nil, "", errNotDir
+	}
+	return dir, parts[len(parts)-1], nil
+}
+
+// OpenFile opens name. O_APPEND is not supported; directories cannot be
+// opened.
+func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	if err := m.lock("open", name); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	n, err := m.openLocked(name, flag, perm)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	acc := flag & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR)
+	return &memFile{
+		fs:       m,
+		node:     n,
+		name:     name,
+		readable: acc != os.O_WRONLY,
+		writable: acc != os.O_RDONLY,
+	}, nil
+}
+
+// openLocked resolves, creates and truncates as flag says.
+// REQUIRES: m.mu is held.
+func (m *MemFS) openLocked(name string, flag int, perm os.FileMode) (*memNode, error) {
+	if flag&os.O_APPEND != 0 {
+		return nil, errInvalid
+	}
+	dir, base, err := m.parent(name)
+	if err != nil {
+		if err == errInvalid { // the root
+			return nil, errIsDir
+		}
+		return nil, err
+	}
+	n, ok := dir.children[base]
+	switch {
+	case !ok && flag&os.O_CREATE == 0:
+		return nil, fs.ErrNotExist
+	case !ok:
+		n = &memNode{perm: perm & fs.ModePerm}
+		dir.children[base] = n
+	case flag&(os.O_CREATE|os.O_EXCL) == os.O_CREATE|os.O_EXCL:
+		return nil, fs.ErrExist
+	case n.isDir:
+		return nil, errIsDir
+	}
+	if flag&os.O_TRUNC != 0 {
+		n.truncate(0)
+	}
+	return n, nil
+}
+
+// Remove removes a file or an empty directory. Until SyncDir on its parent,
+// a crash brings it back with its durable content.
+func (m *MemFS) Remove(name string) error {
+	if err := m.lock("remove", name); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	dir, base, err := m.parent(name)
+	if err == nil {
+		n, ok := dir.children[base]
+		switch {
+		case !ok:
+			err = fs.ErrNotExist
+		case n.isDir && len(n.children) > 0:
+			err = errNotEmpty
+		default:
+			delete(dir.children, base)
+		}
+	}
+	if err != nil {
+		return &fs.PathError{Op: "remove", Path: name, Err: err}
+	}
+	return nil
+}
+
+// Rename renames oldname to newname, replacing a file (or an empty
+// directory, when renaming a directory) at newname. Until SyncDir on both
+// parents, a crash may show the old name, the new one, or both.
+func (m *MemFS) Rename(oldname, newname string) error {
+	if err := m.lock("rename", oldname); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	if err := m.renameLocked(oldname, newname); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
+	}
+	return nil
+}
+
+// REQUIRES: m.mu is held.
+func (m *MemFS) renameLocked(oldname, newname string) error {
+	odir, obase, err := m.parent(oldname)
+	if err != nil {
+		return err
+	}
+	n, ok := odir.children[obase]
+	if !ok {
+		return fs.ErrNotExist
+	}
+	ndir, nbase, err := m.parent(newname)
+	if err != nil {
+		return err
+	}
+	if odir == ndir && obase == nbase {
+		return nil
+	}
+	if n.isDir {
+		// A directory cannot move below itself.
+		op, np := splitPath(oldname), splitPath(newname)
+		if len(np) > len(op) && slices.Equal(np[:len(op)], op) {
+			return errInvalid
+		}
+	}
+	if dst, ok := ndir.children[nbase]; ok {
+		switch {
+		case dst.isDir && !n.isDir:
+			return errIsDir
+		case !dst.isDir && n.isDir:
+			return errNotDir
+		case dst.isDir && len(dst.children) > 0:
+			return errNotEmpty
+		}
+	}
+	delete(odir.children, obase)
+	ndir.children[nbase] = n
+	return nil
+}
+
+// MkdirAll creates dir and any missing parents. New directories are
+// entries like files: each becomes durable after SyncDir on its parent.
+func (m *MemFS) MkdirAll(dir string, perm os.FileMode) error {
+	if err := m.lock("mkdir", dir); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	n := m.root()
+	for _, p := range splitPath(dir) {
+		c, ok := n.children[p]
+		if !ok {
+			c = newDir(perm)
+			n.children[p] = c
+		} else if !c.isDir {
+			return &fs.PathError{Op: "mkdir", Path: dir, Err: errNotDir}
+		}
+		n = c
+	}
+	return nil
+}
+
+// List returns the sorted names of dir's current entries.
+func (m *MemFS) List(dir string) ([]string, error) {
+	if err := m.lock("readdir", dir); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	n, err := m.walk(splitPath(dir))
+	if err == nil && !n.isDir {
+		err = errNotDir
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "readdir", Path: dir, Err: err}
+	}
+	return slices.Sorted(maps.Keys(n.children)), nil
+}
+
+// Stat describes name. ModTime is always the zero time.
+func (m *MemFS) Stat(name string) (fs.FileInfo, error) {
+	if err := m.lock("stat", name); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	n, err := m.walk(splitPath(name))
+	if err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: err}
+	}
+	base := filepath.Base(filepath.Clean(string(filepath.Separator) + filepath.FromSlash(name)))
+	info := memInfo{name: base, mode: n.perm}
+	if n.isDir {
+		info.mode |= fs.ModeDir
+	} else {
+		info.size = int64(len(n.data))
+	}
+	return info, nil
+}
+
+// SyncDir makes dir's current entries durable.
+func (m *MemFS) SyncDir(dir string) error {
+	if err := m.lock("syncdir", dir); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	n, err := m.walk(splitPath(dir))
+	if err == nil && !n.isDir {
+		err = errNotDir
+	}
+	if err != nil {
+		return &fs.PathError{Op: "syncdir", Path: dir, Err: err}
+	}
+	n.durable = maps.Clone(n.children)
+	return nil
+}
+
+// Lock takes the lock file name (see FS.Lock). Writing holder into the file
+// is an ordinary unsynced write.
+func (m *MemFS) Lock(name string, holder string) (io.Closer, error) {
+	if err := m.lock("lock", name); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	n, err := m.openLocked(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, &fs.PathError{Op: "lock", Path: name, Err: err}
+	}
+	if n.locked {
+		return nil, lockedError(name, string(n.data[:min(len(n.data), _maxHolderLen)]))
+	}
+	n.locked = true
+	n.truncate(0)
+	n.write([]byte(holder), 0)
+	return &memLock{fs: m, node: n, name: name}, nil
+}
+
+// Crash simulates a power cut: it kills m (every later operation on m, its
+// files and its locks fails with ErrCrashed) and returns a new MemFS holding
+// only m's durable state. If rng is nil only synced content survives;
+// otherwise each write since its file's last Sync is kept with probability
+// 1/2 and a kept write may be torn at a 512-byte boundary, as described in
+// the package documentation. The result is deterministic for a given
+// sequence of operations and rng seed. Calling Crash again on the dead m
+// returns another outcome of the same power cut.
+func (m *MemFS) Crash(rng *rand.Rand) *MemFS {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.crashed = true
+	c := &crasher{rng: rng, done: make(map[*memNode]*memNode)}
+	n := NewMem()
+	n.mu.root = c.node(m.root())
+	return n
+}
+
+// crasher builds the post-crash copy of a tree of nodes.
+type crasher struct {
+	rng  *rand.Rand
+	done map[*memNode]*memNode // old node -> its copy, so shared nodes stay shared
+}
+
+func (c *crasher) node(old *memNode) *memNode {
+	if n, ok := c.done[old]; ok {
+		return n
+	}
+	if old.isDir {
+		n := newDir(old.perm)
+		c.done[old] = n
+		// Sorted, so that the rng is consumed in a deterministic order.
+		for _, name := range slices.Sorted(maps.Keys(old.durable)) {
+			child := c.node(old.durable[name])
+			n.children[name] = child
+			n.durable[name] = child
+		}
+		return n
+	}
+	content := slices.Clone(old.synced)
+	if c.rng != nil {
+		for _, w := range old.log {
+			if c.rng.IntN(2) == 0 {
+				continue // lost
+			}
+			data := w.data
+			// Sector boundaries strictly inside the write are where it may tear.
+			first := (w.off/_sectorSize + 1) * _sectorSize
+			end := w.off + int64(len(data))
+			if first < end && c.rng.IntN(2) == 0 {
+				cut := first + _sectorSize*c.rng.Int64N((end-1-first)/_sectorSize+1)
+				data = data[:cut-w.off]
+			}
+			content = writeAt(content, data, w.off)
+		}
+	}
+	n := &memNode{perm: old.perm, data: content, synced: slices.Clone(content), minSize: len(content)}
+	c.done[old] = n
+	return n
+}
+
+// resize returns b with length size, zero-filling any growth (including
+// bytes left in b's capacity by an earlier shrink).
+func resize(b []byte, size int) []byte {
+	if size <= len(b) {
+		return b[:size]
+	}
+	if size <= cap(b) {
+		old := len(b)
+		b = b[:size]
+		clear(b[old:])
+		return b
+	}
+	return append(b, make([]byte, size-len(b))...)
+}
+
+// writeAt copies p into b at off, growing b as needed.
+func writeAt(b, p []byte, off int64) []byte {
+	if end := int(off) + len(p); end > len(b) {
+		b = resize(b, end)
+	}
+	copy(b[off:], p)
+	return b
+}
+
+// write applies a write to the current content and logs it for Crash.
+// REQUIRES: the MemFS's mu is held.
+func (n *memNode) write(p []byte, off int64) {
+	if len(p) == 0 {
+		return
+	}
+	n.data = writeAt(n.data, p, off)
+	n.log = append(n.log, memWrite{off: off, data: slices.Clone(p)})
+}
+
+// truncate sets the current size.
+// REQUIRES: the MemFS's mu is held.
+func (n *memNode) truncate(size int) {
+	n.data = resize(n.data, size)
+	n.minSize = min(n.minSize, size)
+}
+
+// sync makes the current content durable. It copies only what may differ
+// from the durable content: the logged writes and everything at or past
+// the smallest size the file had since the last sync.
+// REQUIRES: the MemFS's mu is held.
+func (n *memNode) sync() {
+	size := len(n.data)
+	n.synced = resize(n.synced, size)
+	lo := min(n.minSize, size)
+	copy(n.synced[lo:], n.data[lo:])
+	for _, w := range n.log {
+		lo, hi := int(w.off), min(int(w.off)+len(w.data), size)
+		if lo < hi {
+			copy(n.synced[lo:hi], n.data[lo:hi])
+		}
+	}
+	clear(n.log) // drop references to the copies
+	n.log = n.log[:0]
+	n.minSize = size
+}
+
+// memFile is an open MemFS file.
+type memFile struct {
+	fs       *MemFS
+	node     *memNode
+	name     string
+	readable bool
+	writable bool
+	closed   bool // Protected by fs.mu.
+}
+
+var _ File = (*memFile)(nil)
+
+// access is what an operation needs from a memFile's open mode.
+type access int
+
+const (
+	accessAny access = iota + 1
+	accessRead
+	accessWrite
+)
+
+// begin locks the file system for op and checks the file is open with the
+// access op needs. On success the caller must unlock f.fs.mu.
+func (f *memFile) begin(op string, need access) error {
+	if err := f.fs.lock(op, f.name); err != nil {
+		return err
+	}
+	var err error
+	switch {
+	case f.closed:
+		err = fs.ErrClosed
+	case need == accessWrite && !f.writable, need == accessRead && !f.readable:
+		err = errBadFD
+	default:
+		return nil
+	}
+	f.fs.mu.Unlock()
+	return &fs.PathError{Op: op, Path: f.name, Err: err}
+}
+
+func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, &fs.PathError{Op: "read", Path: f.name, Err: errInvalid}
+	}
+	if err := f.begin("read", accessRead); err != nil {
+		return 0, err
+	}
+	defer f.fs.mu.Unlock()
+	data := f.node.data
+	if off >= int64(len(data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, &fs.PathError{Op: "write", Path: f.name, Err: errInvalid}
+	}
+	if err := f.begin("write", accessWrite); err != nil {
+		return 0, err
+	}
+	defer f.fs.mu.Unlock()
+	f.node.write(p, off)
+	return len(p), nil
+}
+
+// WritevAt writes bufs as one write: Crash keeps, loses or tears it as a
+// whole, like a single pwritev.
+func (f *memFile) WritevAt(bufs [][]byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, &fs.PathError{Op: "pwritev", Path: f.name, Err: errInvalid}
+	}
+	if err := f.begin("pwritev", accessWrite); err != nil {
+		return 0, err
+	}
+	defer f.fs.mu.Unlock()
+	p := slices.Concat(bufs...)
+	f.node.write(p, off)
+	return len(p), nil
+}
+
+func (f *memFile) Sync() error {
+	if err := f.begin("fdatasync", accessAny); err != nil {
+		return err
+	}
+	defer f.fs.mu.Unlock()
+	f.node.sync()
+	return nil
+}
+
+func (f *memFile) Truncate(size int64) error {
+	if size < 0 {
+		return &fs.PathError{Op: "truncate", Path: f.name, Err: errInvalid}
+	}
+	if err := f.begin("truncate", accessWrite); err != nil {
+		return err
+	}
+	defer f.fs.mu.Unlock()
+	f.node.truncate(int(size))
+	return nil
+}
+
+func (f *memFile) Preallocate(off, n int64) error {
+	if off < 0 || n < 0 {
+		return &fs.PathError{Op: "fallocate", Path: f.name, Err: errInvalid}
+	}
+	if err := f.begin("fallocate", accessWrite); err != nil {
+		return err
+	}
+	defer f.fs.mu.Unlock()
+	if end := int(off + n); end > len(f.node.data) {
+		f.node.data = resize(f.node.data, end)
+	}
+	return nil
+}
+
+func (f *memFile) Size() (int64, error) {
+	if err := f.begin("stat", accessAny); err != nil {
+		return 0, err
+	}
+	defer f.fs.mu.Unlock()
+	return int64(len(f.node.data)), nil
+}
+
+func (f *memFile) Name() string { return f.name }
+
+func (f *memFile) Close() error {
+	if err := f.fs.lock("close", f.name); err != nil {
+		return err
+	}
+	defer f.fs.mu.Unlock()
+	if f.closed {
+		return &fs.PathError{Op: "close", Path: f.name, Err: fs.ErrClosed}
+	}
+	f.closed = true
+	return nil
+}
+
+// memLock is a held MemFS lock.
+type memLock struct {
+	fs       *MemFS
+	node     *memNode
+	name     string
+	released bool // Protected by fs.mu.
+}
+
+func (l *memLock) Close() error {
+	if err := l.fs.lock("unlock", l.name); err != nil {
+		return err
+	}
+	defer l.fs.mu.Unlock()
+	if l.released {
+		return &fs.PathError{Op: "unlock", Path: l.name, Err: fs.ErrClosed}
+	}
+	l.released = true
+	l.node.locked = false
+	return nil
+}
+
+// memInfo is the fs.FileInfo of a MemFS node.
+type memInfo struct {
+	name string
+	size int64
+	mode fs.FileMode
+}
+
+func (i memInfo) Name() string       { return i.name }
+func (i memInfo) Size() int64        { return i.size }
+func (i memInfo) Mode() fs.FileMode  { return i.mode }
+func (i memInfo) ModTime() time.Time { return time.Time{} }
+func (i memInfo) IsDir() bool        { return i.mode.IsDir() }
+func (i memInfo) Sys() any           { return nil }

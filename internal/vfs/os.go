@@ -1,0 +1,133 @@
+package vfs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"sync/atomic"
+
+	"github.com/appendlog/appendlog/internal/sys"
+)
+
+// _maxHolderLen bounds how much of a lock file Lock reads for its error.
+const _maxHolderLen = 256
+
+// OS returns the FS of real files: *os.File with Sync = sys.Fdatasync,
+// Preallocate = sys.Fallocate, WritevAt = sys.Pwritev, SyncDir =
+// sys.SyncDir and Lock = sys.TryLock (flock, held per open file
+// description, so two Locks in one process conflict).
+func OS() FS {
+	return osFS{}
+}
+
+type osFS struct{}
+
+var _ FS = osFS{}
+
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &osFile{f: f}, nil
+}
+
+func (osFS) Remove(name string) error { return os.Remove(name) }
+
+func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+
+func (osFS) List(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir) // sorted by name
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	return names, nil
+}
+
+func (osFS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
+
+func (osFS) SyncDir(dir string) error { return sys.SyncDir(dir) }
+
+func (osFS) Lock(name string, holder string) (io.Closer, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := sys.TryLock(f); err != nil {
+		if errors.Is(err, sys.ErrLocked) {
+			b := make([]byte, _maxHolderLen)
+			n, _ := f.ReadAt(b, 0) // best effort: the text is only for the message
+			err = lockedError(name, string(b[:n]))
+		}
+		f.Close()
+		return nil, err
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close() // releases the lock
+		return nil, err
+	}
+	if _, err := f.WriteAt([]byte(holder), 0); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &osLock{f: f}, nil
+}
+
+// osFile is a File backed by an *os.File.
+type osFile struct {
+	f *os.File
+}
+
+var _ File = (*osFile)(nil)
+
+func (o *osFile) ReadAt(p []byte, off int64) (int, error) { return o.f.ReadAt(p, off) }
+
+// WriteAt relies on (*os.File).WriteAt, which loops until all of p is
+// written or an error occurs.
+func (o *osFile) WriteAt(p []byte, off int64) (int, error) { return o.f.WriteAt(p, off) }
+
+func (o *osFile) WritevAt(bufs [][]byte, off int64) (int, error) {
+	return sys.Pwritev(o.f, bufs, off)
+}
+
+func (o *osFile) Sync() error { return sys.Fdatasync(o.f) }
+
+func (o *osFile) Truncate(size int64) error { return o.f.Truncate(size) }
+
+func (o *osFile) Preallocate(off, n int64) error { return sys.Fallocate(o.f, off, n) }
+
+func (o *osFile) Size() (int64, error) {
+	fi, err := o.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+func (o *osFile) Name() string { return o.f.Name() }
+
+func (o *osFile) Close() error { return o.f.Close() }
+
+// osLock is a held lock from osFS.Lock.
+type osLock struct {
+	f      *os.File
+	closed atomic.Bool
+}
+
+func (l *osLock) Close() error {
+	if l.closed.Swap(true) {
+		return &fs.PathError{Op: "unlock", Path: l.f.Name(), Err: fs.ErrClosed}
+	}
+	err := sys.Unlock(l.f)
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
