@@ -486,6 +486,9 @@ func (e *Engine) Err() error {
 // Flush waits until every byte claimed before the call has been handed to
 // the sink. Cancelling ctx abandons the wait, not the write.
 func (e *Engine) Flush(ctx context.Context) error {
+	if err := e.closedErr(); err != nil {
+		return err
+	}
 	pos, _ := e.Tail()
 	storeMax(&e.flushReq, pos)
 	return e.await(ctx, func() bool { return e.written.Load() >= pos })
@@ -493,8 +496,22 @@ func (e *Engine) Flush(ctx context.Context) error {
 
 // Sync waits until every byte claimed before the call is durable.
 func (e *Engine) Sync(ctx context.Context) error {
+	if err := e.closedErr(); err != nil {
+		return err
+	}
 	pos, _ := e.Tail()
 	return e.WaitSynced(ctx, pos)
+}
+
+// closedErr returns the sticky error, or ErrClosed after Close, or nil.
+func (e *Engine) closedErr() error {
+	if err := e.Err(); err != nil {
+		return err
+	}
+	if e.tail.Load()&closedBit != 0 {
+		return ErrClosed
+	}
+	return nil
 }
 
 // WaitSynced waits until the bytes below pos are durable. Only a Sink.Sync

@@ -474,6 +474,12 @@ func TestCloseRacingProducersLosesNothing(t *testing.T) {
 		if err := e.Close(); err != nil {
 			t.Fatal("second Close:", err)
 		}
+		if err := e.Flush(context.Background()); !errors.Is(err, ErrClosed) {
+			t.Fatal("Flush after Close:", err)
+		}
+		if err := e.Sync(context.Background()); !errors.Is(err, ErrClosed) {
+			t.Fatal("Sync after Close:", err)
+		}
 	}
 }
 

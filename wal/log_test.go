@@ -1,0 +1,670 @@
+package wal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/vfs"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func mustOpen(t *testing.T, dir string, o *Options) *Log {
+	t.Helper()
+	l, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestConcurrentAppendsOneTotalOrder(t *testing.T) {
+	for _, g := range []int{1, 8, 64} {
+		t.Run(fmt.Sprintf("goroutines=%d", g), func(t *testing.T) {
+			dir := t.TempDir()
+			o := &Options{SegmentSize: 128 << 10, BufferSize: 256 << 10}
+			l := mustOpen(t, dir, o)
+			per := 4000 / g * 4
+			var wg sync.WaitGroup
+			seqs := make([][]uint64, g)
+			for id := range g {
+				wg.Go(func() {
+					for i := 0; i < per; i++ {
+						var seq uint64
+						var err error
+						if i%7 == 0 {
+							seq, err = l.AppendBatch([][]byte{testPayload(id, i, 40), testPayload(id, i+1, 90)})
+							i++
+							seqs[id] = append(seqs[id], seq, seq+1)
+						} else {
+							seq, err = l.Append(testPayload(id, i, 24+i%300))
+							seqs[id] = append(seqs[id], seq)
+						}
+						if err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got := readAll(t, vfs.OS(), dir) // checks per-writer order and integrity
+			total := 0
+			for id, ss := range seqs {
+				for k, s := range ss {
+					p, ok := got[s]
+					if !ok {
+						t.Fatalf("writer %d: seq %d missing", id, s)
+					}
+					if g2, _, _ := parsePayload(p); g2 != id {
+						t.Fatalf("seq %d returned to writer %d holds writer %d's record", s, id, g2)
+					}
+					if k > 0 && s <= ss[k-1] {
+						t.Fatalf("writer %d got seq %d after %d", id, s, ss[k-1])
+					}
+				}
+				total += len(ss)
+			}
+			if len(got) != total {
+				t.Fatalf("log has %d records, %d appended", len(got), total)
+			}
+			rep, err := Verify(dir, nil)
+			if err != nil || rep.Records != uint64(total) || rep.Segments < 2 {
+				t.Fatalf("verify: %+v %v", rep, err)
+			}
+		})
+	}
+}
+
+func TestReopenContinuesSequence(t *testing.T) {
+	dir := t.TempDir()
+	for round := range 3 {
+		l := mustOpen(t, dir, &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10})
+		if want := uint64(round*500 + 1); l.NextSeq() != want {
+			t.Fatalf("round %d: NextSeq %d, want %d", round, l.NextSeq(), want)
+		}
+		for i := range 500 {
+			if _, err := l.Append(testPayload(round, i, 100)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := readAll(t, vfs.OS(), dir); len(got) != 1500 {
+		t.Fatalf("%d records", len(got))
+	}
+	// Reading from the middle.
+	r, err := OpenReader(dir, 1234, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	want := uint64(1234)
+	for r.Next() {
+		if r.Seq() != want {
+			t.Fatalf("reader from 1234: got seq %d, want %d", r.Seq(), want)
+		}
+		want++
+	}
+	if r.Err() != nil || want != 1501 {
+		t.Fatalf("reader from 1234 ended at %d: %v", want, r.Err())
+	}
+}
+
+func TestCloseSemantics(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, nil)
+	seq, err := l.Append([]byte("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+	ctx := context.Background()
+	if _, err := l.Append([]byte("x")); !errors.Is(err, ErrClosed) {
+		t.Errorf("Append after Close: %v", err)
+	}
+	if _, err := l.AppendBatch([][]byte{[]byte("x")}); !errors.Is(err, ErrClosed) {
+		t.Errorf("AppendBatch after Close: %v", err)
+	}
+	if err := l.Sync(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("Sync after Close: %v", err)
+	}
+	if err := l.Flush(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("Flush after Close: %v", err)
+	}
+	if err := l.WaitDurable(ctx, seq); err != nil {
+		t.Errorf("WaitDurable of a record Close made durable: %v", err)
+	}
+	// Close released the lock: the log opens again and holds the record.
+	l2 := mustOpen(t, dir, nil)
+	defer l2.Close()
+	if l2.NextSeq() != 2 || l2.DurableSeq() != 1 {
+		t.Fatalf("after reopen: next %d durable %d", l2.NextSeq(), l2.DurableSeq())
+	}
+}
+
+func TestCloseRacingAppendsLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, &Options{BufferSize: 64 << 10})
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	for id := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				if _, err := l.Append(testPayload(id, i, 64)); err != nil {
+					if !errors.Is(err, ErrClosed) {
+						t.Error(err)
+					}
+					return
+				}
+				ok.Add(1)
+			}
+		})
+	}
+	time.Sleep(5 * time.Millisecond)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if got := len(readAll(t, vfs.OS(), dir)); int64(got) != ok.Load() {
+		t.Fatalf("%d appends succeeded, %d records in the log", ok.Load(), got)
+	}
+}
+
+func TestSecondOpenIsLockedOut(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, nil)
+	defer l.Close()
+	_, err := Open(dir, nil)
+	if err == nil {
+		t.Fatal("second Open succeeded")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, filepath.Join(dir, "LOCK")) || !strings.Contains(msg, fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Fatalf("lock error does not name the lock file and holder: %v", err)
+	}
+}
+
+func TestAppendErrors(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), &Options{BufferSize: 64 << 10, MaxRecordSize: 1000})
+	defer l.Close()
+	if _, err := l.Append(make([]byte, 1001)); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("oversized Append: %v", err)
+	}
+	big := make([][]byte, 100)
+	for i := range big {
+		big[i] = make([]byte, 1000)
+	}
+	if _, err := l.AppendBatch(big); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("oversized batch: %v", err)
+	}
+	if err := l.WaitDurable(context.Background(), 99); !errors.Is(err, ErrNotAppended) {
+		t.Errorf("WaitDurable of a future seq: %v", err)
+	}
+	if first, err := l.AppendBatch(nil); first != 0 || err != nil {
+		t.Errorf("empty batch: %d %v", first, err)
+	}
+	seq, _ := l.Append(nil) // empty records are records
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.WaitDurable(ctx, seq); err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled WaitDurable: %v", err)
+	}
+	if err := l.WaitDurable(context.Background(), seq); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []Options{{BufferSize: 1000}, {SegmentSize: 100}, {MaxRecordSize: DefaultBufferSize}, {Sync: 7}} {
+		if _, err := Open(t.TempDir(), &o); err == nil || !strings.Contains(err.Error(), "invalid options") {
+			t.Errorf("Open(%+v): %v", o, err)
+		}
+	}
+}
+
+func TestSyncModesMakeRecordsDurableOnTheirOwn(t *testing.T) {
+	for _, o := range []Options{
+		{Sync: SyncBatch, BatchAge: 2 * time.Millisecond},
+		{Sync: SyncInterval, SyncEvery: 2 * time.Millisecond},
+	} {
+		t.Run(o.Sync.String(), func(t *testing.T) {
+			l := mustOpen(t, t.TempDir(), &o)
+			defer l.Close()
+			seq, _ := l.Append([]byte("x"))
+			deadline := time.Now().Add(5 * time.Second)
+			for l.DurableSeq() < seq {
+				if time.Now().After(deadline) {
+					t.Fatalf("%v: record never became durable", o.Sync)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	if m, err := ParseSyncMode("interval"); err != nil || m != SyncInterval {
+		t.Errorf("ParseSyncMode: %v %v", m, err)
+	}
+	if _, err := ParseSyncMode("sometimes"); err == nil {
+		t.Errorf("ParseSyncMode accepted junk")
+	}
+}
+
+// countingFaults counts operations of each kind and fails as inj says.
+type countingFaults struct {
+	mu  sync.Mutex
+	ops map[vfs.Op]int
+	inj vfs.Injector
+}
+
+func (c *countingFaults) injector() vfs.Injector {
+	return func(op vfs.Op, name string, off int64, n int) (int, error) {
+		c.mu.Lock()
+		c.ops[op]++
+		c.mu.Unlock()
+		if c.inj != nil {
+			return c.inj(op, name, off, n)
+		}
+		return n, nil
+	}
+}
+
+func (c *countingFaults) count(op vfs.Op) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ops[op]
+}
+
+func TestFsyncErrorIsStickyAndNeverRetried(t *testing.T) {
+	mem := vfs.NewMem()
+	var failing atomic.Bool
+	cf := &countingFaults{ops: map[vfs.Op]int{}, inj: func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if op == vfs.OpSync && failing.Load() {
+			return 0, syscall.EIO
+		}
+		return n, nil
+	}}
+	l := mustOpen(t, "/log", &Options{FS: vfs.WithFaults(mem, cf.injector())})
+	ctx := context.Background()
+	var durable []uint64
+	for i := range 50 {
+		seq, err := l.Append(testPayload(1, i, 100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.WaitDurable(ctx, seq); err != nil {
+			t.Fatal(err)
+		}
+		durable = append(durable, seq)
+	}
+	failing.Store(true)
+	seq, _ := l.Append(testPayload(1, 50, 100))
+	err := l.WaitDurable(ctx, seq)
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("WaitDurable over a failing fsync: %v", err)
+	}
+	syncsAtFailure := cf.count(vfs.OpSync)
+	failing.Store(false) // the disk "recovers": the log must not believe it
+	for range 3 {
+		if _, err := l.Append([]byte("x")); !errors.Is(err, syscall.EIO) {
+			t.Fatalf("Append after fsync failure: %v", err)
+		}
+		if err := l.Sync(ctx); !errors.Is(err, syscall.EIO) {
+			t.Fatalf("Sync after fsync failure: %v", err)
+		}
+		if err := l.WaitDurable(ctx, seq); !errors.Is(err, syscall.EIO) {
+			t.Fatalf("WaitDurable after fsync failure: %v", err)
+		}
+	}
+	if err := l.Close(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Close after fsync failure: %v", err)
+	}
+	if n := cf.count(vfs.OpSync); n != syncsAtFailure {
+		t.Fatalf("fsync retried after failure: %d calls, %d at failure", n, syncsAtFailure)
+	}
+	// Everything acknowledged before the failure survives a power cut.
+	crashed := mem.Crash(nil)
+	got := readAll(t, crashed, "/log")
+	for _, s := range durable {
+		if _, ok := got[s]; !ok {
+			t.Fatalf("acknowledged seq %d lost", s)
+		}
+	}
+}
+
+func TestWriteErrorsSurfaceAndLoseNothingAcknowledged(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		inj  func() vfs.Injector
+		want error
+	}{
+		{"ENOSPC", func() vfs.Injector { return vfs.ENOSPCAfter(300 << 10) }, syscall.ENOSPC},
+		{"EIO-write", func() vfs.Injector { return vfs.FailAfter(vfs.OpWrite, 40, syscall.EIO) }, syscall.EIO},
+		{"ENOSPC-preallocate", func() vfs.Injector { return vfs.FailAfter(vfs.OpPreallocate, 3, syscall.ENOSPC) }, syscall.ENOSPC},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			l := mustOpen(t, "/log", &Options{FS: vfs.WithFaults(mem, tc.inj()), SegmentSize: 64 << 10, BufferSize: 64 << 10})
+			ctx := context.Background()
+			var acked []uint64
+			var lastErr error
+			for i := range 20000 {
+				seq, err := l.Append(testPayload(2, i, 200))
+				if err == nil {
+					err = l.WaitDurable(ctx, seq)
+				}
+				if err != nil {
+					lastErr = err
+					break
+				}
+				acked = append(acked, seq)
+			}
+			if !errors.Is(lastErr, tc.want) {
+				t.Fatalf("after %d acks: error %v, want %v", len(acked), lastErr, tc.want)
+			}
+			if _, err := l.Append([]byte("x")); !errors.Is(err, tc.want) {
+				t.Fatalf("Append after failure: %v", err)
+			}
+			l.Close()
+			crashed := mem.Crash(nil)
+			l2, err := Open("/log", &Options{FS: crashed, SegmentSize: 64 << 10, BufferSize: 64 << 10})
+			if err != nil {
+				t.Fatalf("Open after %v: %v", tc.want, err)
+			}
+			l2.Close()
+			got := readAll(t, crashed, "/log")
+			for _, s := range acked {
+				if _, ok := got[s]; !ok {
+					t.Fatalf("acknowledged seq %d lost after %v", s, tc.want)
+				}
+			}
+			t.Logf("%d records acknowledged before %v, all present", len(acked), tc.want)
+		})
+	}
+}
+
+// buildLog writes n records in small segments and returns the segment names.
+func buildLog(t *testing.T, dir string, n int) []string {
+	t.Helper()
+	l := mustOpen(t, dir, &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10})
+	for i := range n {
+		if _, err := l.Append(testPayload(3, i, 200)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _, err := listSegments(vfs.OS(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range segs {
+		names = append(names, s.name)
+	}
+	return names
+}
+
+func flipByte(t *testing.T, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := []byte{0}
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x40
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenAndVerifyBadInput(t *testing.T) {
+	type check struct {
+		openErr   string // substring; "" means Open must succeed
+		verifyErr string
+		torn      bool
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string, segs []string)
+		check
+	}{
+		{"clean", func(*testing.T, string, []string) {}, check{}},
+		{"foreign-file", func(t *testing.T, dir string, _ []string) {
+			os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hi"), 0o644)
+		}, check{}},
+		{"missing-middle-segment", func(t *testing.T, dir string, segs []string) {
+			os.Remove(filepath.Join(dir, segs[2]))
+		}, check{openErr: "a segment is missing", verifyErr: "a segment is missing"}},
+		{"flipped-byte-sealed-segment", func(t *testing.T, dir string, segs []string) {
+			flipByte(t, filepath.Join(dir, segs[1]), 9000)
+		}, check{verifyErr: "00000000000000000"}}, // Open trusts sealed segments; Verify reads them
+		{"flipped-footer", func(t *testing.T, dir string, segs []string) {
+			p := filepath.Join(dir, segs[0])
+			st, _ := os.Stat(p)
+			flipByte(t, p, st.Size()-10)
+		}, check{openErr: "sealed segment is not whole", verifyErr: "no valid footer"}},
+		{"flipped-byte-durable-tail", func(t *testing.T, dir string, segs []string) {
+			flipByte(t, filepath.Join(dir, segs[len(segs)-1]), frame.FileHeaderSize+300)
+		}, check{openErr: "were durable", verifyErr: "were durable"}},
+		{"torn-tail", func(t *testing.T, dir string, segs []string) {
+			// Append garbage after the last record and drop the mark, as a
+			// crash between write and fdatasync would.
+			p := filepath.Join(dir, segs[len(segs)-1])
+			f, _ := os.OpenFile(p, os.O_RDWR, 0)
+			defer f.Close()
+			r, _ := OpenReader(dir, 0, nil)
+			for r.Next() {
+			}
+			end := r.Torn()
+			r.Close()
+			if end != nil {
+				t.Fatalf("unexpected torn tail %+v", end)
+			}
+			var mark frame.Mark
+			b := make([]byte, frame.MarkSize)
+			f.ReadAt(b, frame.MarkOffset)
+			mark, _ = frame.DecodeMark(b)
+			frame.PutMark(b, frame.Mark{DurableEnd: mark.DurableEnd - 500, NextSeq: 1})
+			f.WriteAt(b, frame.MarkOffset)
+			f.WriteAt(bytes.Repeat([]byte{0xAB}, 77), mark.DurableEnd-10)
+		}, check{torn: true}},
+		{"random-bytes-segment", func(t *testing.T, dir string, segs []string) {
+			os.WriteFile(filepath.Join(dir, segs[len(segs)-1]), bytes.Repeat([]byte("garbage!"), 1000), 0o644)
+		}, check{openErr: "bad header", verifyErr: "bad header"}},
+		{"stray-segment-name", func(t *testing.T, dir string, segs []string) {
+			os.WriteFile(filepath.Join(dir, "00000000000099999999.seg"), make([]byte, 8192), 0o644)
+		}, check{openErr: "sealed segment is not whole", verifyErr: "no valid footer but is followed by 00000000000099999999.seg"}},
+		{"overflowing-segment-name-is-foreign", func(t *testing.T, dir string, segs []string) {
+			os.WriteFile(filepath.Join(dir, "99999999999999999999.seg"), make([]byte, 8192), 0o644)
+		}, check{}},
+		{"unfinished-segment-creation", func(t *testing.T, dir string, segs []string) {
+			// The crash state between sealing the tail and finishing the
+			// next segment's creation: seal the tail by hand, then add an
+			// all-zero file under the next segment's name.
+			v, err := Verify(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			end := dataEnd(t, dir)
+			last := segs[len(segs)-1]
+			first, _ := parseSegmentName(last)
+			f, err := os.OpenFile(filepath.Join(dir, last), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			ft := make([]byte, frame.FooterSize)
+			frame.PutFooter(ft, frame.Footer{FirstSeq: first, Count: v.NextSeq - first, DataEnd: end})
+			f.WriteAt(ft, end)
+			f.Truncate(end + frame.FooterSize)
+			os.WriteFile(filepath.Join(dir, segmentName(v.NextSeq)), make([]byte, 6000), 0o644)
+		}, check{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			segs := buildLog(t, dir, 2000)
+			if len(segs) < 4 {
+				t.Fatalf("only %d segments", len(segs))
+			}
+			tc.damage(t, dir, segs)
+			rep, verr := Verify(dir, nil)
+			switch {
+			case tc.verifyErr == "" && verr != nil:
+				t.Fatalf("Verify: %v", verr)
+			case tc.verifyErr != "" && (verr == nil || !strings.Contains(verr.Error(), tc.verifyErr)):
+				t.Fatalf("Verify: %v, want error containing %q", verr, tc.verifyErr)
+			case tc.verifyErr != "" && !IsCorrupt(verr):
+				t.Fatalf("Verify error is not a CorruptionError: %v", verr)
+			}
+			if tc.torn != (rep != nil && rep.Torn != nil) {
+				t.Fatalf("Verify torn tail = %+v, want torn %v", rep.Torn, tc.torn)
+			}
+			o := &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10}
+			l, err := Open(dir, o)
+			if tc.openErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.openErr) {
+					t.Fatalf("Open: %v, want error containing %q", err, tc.openErr)
+				}
+				var ce *CorruptionError
+				if !errors.As(err, &ce) || ce.Segment == "" {
+					t.Fatalf("Open error does not name the segment: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			rec := l.Recovery()
+			l.Close()
+			if tc.torn && (rec.TruncatedBytes == 0 || rec.TruncatedAt < 0) {
+				t.Fatalf("torn tail not reported: %+v", rec)
+			}
+			if tc.verifyErr == "" {
+				if _, err := Verify(dir, nil); err != nil {
+					t.Fatalf("Verify after Open: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestRepair(t *testing.T) {
+	t.Run("torn-tail", func(t *testing.T) {
+		dir := t.TempDir()
+		segs := buildLog(t, dir, 500)
+		// Clear the mark, then scribble past the data: a torn tail.
+		end := dataEnd(t, dir)
+		f, err := os.OpenFile(filepath.Join(dir, segs[len(segs)-1]), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteAt(make([]byte, frame.MarkSize), frame.MarkOffset)
+		f.WriteAt([]byte("torn!torn!"), end+3)
+		f.Close()
+		rep, err := Repair(dir, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.CutBytes != 13 || rep.SideFile == "" {
+			t.Fatalf("repair: %+v", rep)
+		}
+		side, _ := os.ReadFile(filepath.Join(dir, rep.SideFile))
+		if !bytes.Contains(side, []byte("torn!torn!")) {
+			t.Fatalf("side file lacks the cut bytes: %q", side)
+		}
+		if v, err := Verify(dir, nil); err != nil || v.Torn != nil || v.Records != 500 {
+			t.Fatalf("after repair: %+v %v", v, err)
+		}
+	})
+	t.Run("mid-log-corruption", func(t *testing.T) {
+		dir := t.TempDir()
+		segs := buildLog(t, dir, 2000)
+		flipByte(t, filepath.Join(dir, segs[1]), 20000)
+		if _, err := Repair(dir, false, nil); !IsCorrupt(err) || !strings.Contains(err.Error(), "force") {
+			t.Fatalf("unforced repair of corruption: %v", err)
+		}
+		rep, err := Repair(dir, true, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Segment != segs[1] || len(rep.RemovedSegments) != len(segs)-2 || rep.Corruption == nil {
+			t.Fatalf("forced repair: %+v", rep)
+		}
+		v, err := Verify(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every record before the damage is kept, and the log opens.
+		l := mustOpen(t, dir, &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10})
+		if l.NextSeq() != v.NextSeq || v.Records == 0 {
+			t.Fatalf("after repair next %d, verify %+v", l.NextSeq(), v)
+		}
+		if _, err := l.Append([]byte("after repair")); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		if _, err := Verify(dir, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// dataEnd returns the end offset of the valid data in the last segment.
+func dataEnd(t *testing.T, dir string) int64 {
+	t.Helper()
+	r, err := OpenReader(dir, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for r.Next() {
+	}
+	return r.dataEnd
+}
+
+func TestRecoveryAfterKilledProcessIsDurable(t *testing.T) {
+	// Records found by recovery are fsynced before Open returns, so
+	// DurableSeq can honestly report them.
+	mem := vfs.NewMem()
+	l := mustOpen(t, "/log", &Options{FS: mem, Sync: SyncNever})
+	for i := range 100 {
+		l.Append(testPayload(4, i, 50))
+	}
+	l.Flush(context.Background())
+	// The process "dies": no Close. The page cache survives a process
+	// death, so reopen on the same FS after releasing the lock by hand.
+	l.lock.Close()
+	l2 := mustOpen(t, "/log", &Options{FS: mem})
+	if l2.DurableSeq() != 100 {
+		t.Fatalf("DurableSeq after recovery %d", l2.DurableSeq())
+	}
+	l2.Close()
+	l.eng.Close()
+	if got := readAll(t, mem.Crash(nil), "/log"); len(got) != 100 {
+		t.Fatalf("%d records survived a power cut after recovery", len(got))
+	}
+}
