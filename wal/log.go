@@ -26,6 +26,12 @@ type Log struct {
 	rec    Recovery
 	maxRec int
 
+	// wrap is the scratch buffer for frames that straddle the ring's end.
+	wrap struct {
+		sync.Mutex
+		buf []byte // Protected by the mutex.
+	}
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -121,16 +127,35 @@ func (l *Log) Append(p []byte) (uint64, error) {
 	if len(p) > l.maxRec {
 		return 0, fmt.Errorf("%w: %d bytes (max %d)", ErrTooLarge, len(p), l.maxRec)
 	}
-	c, err := l.eng.Claim(frame.HeaderSize+len(p), 1)
+	n := frame.HeaderSize + len(p)
+	c, err := l.eng.Claim(n, 1)
 	if err != nil {
 		return 0, l.mapErr(err)
 	}
-	var hdr [frame.HeaderSize]byte
-	frame.PutHeader(hdr[:], frame.KindRecord, c.Seq, p)
-	l.eng.Put(c, 0, hdr[:])
-	l.eng.Put(c, frame.HeaderSize, p)
+	l.encode(c, 0, c.Seq, p)
 	l.eng.Commit(c)
 	return c.Seq, nil
+}
+
+// encode writes record p with sequence number seq into claim c at offset
+// off. The frame is encoded in place in the ring, checksum computed over the
+// copy; a frame that straddles the ring's end (once per BufferSize bytes) is
+// encoded into a shared scratch buffer first.
+func (l *Log) encode(c engine.Claim, off int, seq uint64, p []byte) {
+	n := frame.HeaderSize + len(p)
+	a, b := l.eng.Slice(c, off, n)
+	if len(b) == 0 {
+		frame.Encode(a, seq, p)
+		return
+	}
+	l.wrap.Lock()
+	if cap(l.wrap.buf) < n {
+		l.wrap.buf = make([]byte, n)
+	}
+	buf := l.wrap.buf[:n]
+	frame.Encode(buf, seq, p)
+	l.eng.Put(c, off, buf)
+	l.wrap.Unlock()
 }
 
 // AppendBatch appends recs as consecutive records, contiguous in the log,
@@ -154,12 +179,9 @@ func (l *Log) AppendBatch(recs [][]byte) (first uint64, err error) {
 	if err != nil {
 		return 0, l.mapErr(err)
 	}
-	var hdr [frame.HeaderSize]byte
 	off := 0
 	for i, p := range recs {
-		frame.PutHeader(hdr[:], frame.KindRecord, c.Seq+uint64(i), p)
-		l.eng.Put(c, off, hdr[:])
-		l.eng.Put(c, off+frame.HeaderSize, p)
+		l.encode(c, off, c.Seq+uint64(i), p)
 		off += frame.HeaderSize + len(p)
 	}
 	l.eng.Commit(c)

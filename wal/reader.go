@@ -39,6 +39,11 @@ type Reader struct {
 	expect  uint64 // sequence number the next record must have
 	dataEnd int64  // end of the last good frame in the current segment
 
+	// What ended the last segment, for recovery: a footer frame at
+	// footerAt (-1 if none), or an unfinished creation.
+	footerAt   int64
+	unfinished bool
+
 	seq     uint64
 	rec     []byte
 	offset  int64
@@ -76,7 +81,7 @@ func OpenReader(dir string, from uint64, opts *Options) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{fsys: o.FS, dir: dir, segs: segs, from: from, maxRec: o.MaxRecordSize, foreign: foreign}
+	r := &Reader{fsys: o.FS, dir: dir, segs: segs, from: from, maxRec: o.MaxRecordSize, foreign: foreign, footerAt: -1}
 	if len(segs) > 0 {
 		r.expect = segs[0].firstSeq
 		// Start at the last segment whose first record is <= from.
@@ -107,8 +112,14 @@ func (r *Reader) Next() bool {
 			fr := r.sc.Frame()
 			off := r.sc.Offset()
 			if fr.Kind == frame.KindFooter && !r.sealed && r.i == len(r.segs)-1 {
-				// A seal that did not finish: the footer follows the last
-				// record; Open completes it.
+				// The last segment was sealed (or being sealed) when the
+				// writer stopped: a footer right after its last record.
+				// Open finishes the seal.
+				if err := r.checkFooterFrame(fr, off); err != nil {
+					r.endSegment(&frame.Damage{Offset: off, Err: err})
+					continue
+				}
+				r.footerAt = off
 				r.endSegment(nil)
 				continue
 			}
@@ -173,6 +184,7 @@ func (r *Reader) openSegment() error {
 			if end, zerr := lastNonZero(f, min(headerPage, size), size); zerr == nil && end <= min(headerPage, size) {
 				// A segment whose creation did not finish: Open removes it.
 				f.Close()
+				r.unfinished = true
 				r.torn = &TornTail{Segment: s.name, Offset: 0, Bytes: 0, Damage: fmt.Errorf("unfinished segment (no header, no records): %w", err)}
 				r.i++
 				return nil
@@ -258,6 +270,24 @@ func (r *Reader) endSegment(damage error) {
 			r.torn = &TornTail{Segment: name, Offset: r.dataEnd, Bytes: extent, Damage: damage}
 		}
 	}
+}
+
+// checkFooterFrame checks that a footer frame found at off after the last
+// record describes the records read.
+func (r *Reader) checkFooterFrame(fr frame.Frame, off int64) error {
+	b := make([]byte, frame.FooterSize)
+	if frame.Size(len(fr.Payload)) != frame.FooterSize {
+		return fmt.Errorf("footer frame of %d bytes: %w", frame.Size(len(fr.Payload)), frame.ErrFooter)
+	}
+	frame.EncodeKind(b, fr.Kind, fr.Seq, fr.Payload)
+	ft, err := frame.DecodeFooter(b)
+	if err != nil {
+		return err
+	}
+	if ft.FirstSeq != r.cur.firstSeq || ft.FirstSeq+ft.Count != r.expect || ft.DataEnd != off {
+		return fmt.Errorf("footer (first %d, count %d, data end %d) does not match the records before it: %w", ft.FirstSeq, ft.Count, ft.DataEnd, frame.ErrFooter)
+	}
+	return nil
 }
 
 func damageOffset(err error, def int64) int64 {

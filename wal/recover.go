@@ -1,9 +1,8 @@
 package wal
 
 import (
-	"errors"
 	"fmt"
-	"io"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -132,40 +131,20 @@ func checkSealed(fsys vfs.FS, dir string, s segInfo) (frame.Footer, *segErr) {
 	return ft, nil
 }
 
-// recoverTail scans the unsealed tail segment, cuts a torn tail, and
-// positions w after the last good record.
+// recoverTail scans the tail segment with a Reader (one set of rules for
+// Open, Verify and dump), then acts on what it found: remove an unfinished
+// segment, finish an interrupted seal, or cut a torn tail; and positions w
+// after the last good record.
 func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, rec *Recovery) error {
+	r := &Reader{fsys: fsys, dir: dir, segs: []segInfo{s}, from: math.MaxUint64, maxRec: o.MaxRecordSize, expect: s.firstSeq, footerAt: -1}
+	for r.Next() {
+	}
+	r.Close()
+	if err := r.Err(); err != nil {
+		return err
+	}
 	path := filepath.Join(dir, s.name)
-	corrupt := func(off int64, err error) error {
-		return &CorruptionError{Dir: dir, Segment: s.name, Offset: off, Err: err}
-	}
-	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("wal: open %s: %w", s.name, err)
-	}
-	keep := false
-	defer func() {
-		if !keep {
-			f.Close()
-		}
-	}()
-	size, err := f.Size()
-	if err != nil {
-		return fmt.Errorf("wal: stat %s: %w", s.name, err)
-	}
-	h, mark, herr := readHeader(f)
-	if herr != nil {
-		// A segment whose creation did not finish has no records: nothing
-		// but zeros after the header page. Anything else is damage.
-		last, err := lastNonZero(f, min(headerPage, size), size)
-		if err != nil {
-			return fmt.Errorf("wal: read %s: %w", s.name, err)
-		}
-		if last > min(headerPage, size) {
-			return corrupt(0, fmt.Errorf("bad header: %w", herr))
-		}
-		f.Close()
-		keep = true
+	if r.unfinished {
 		if err := fsys.Remove(path); err != nil {
 			return fmt.Errorf("wal: remove unfinished segment %s: %w", s.name, err)
 		}
@@ -175,109 +154,54 @@ func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, r
 		rec.RemovedSegment = s.name
 		return nil
 	}
-	if h.FirstSeq != s.firstSeq {
-		return corrupt(0, fmt.Errorf("header says first seq %d, name says %d", h.FirstSeq, s.firstSeq))
-	}
-
-	// Scan every frame; sequence numbers must run on from the header's.
-	sc := frame.NewScanner(io.NewSectionReader(f, headerPage, max(size-headerPage, 0)), headerPage, o.MaxRecordSize)
-	next, count := s.firstSeq, uint64(0)
-	end := int64(headerPage)
-	var damage error
-	sealed := false
-	for sc.Next() {
-		fr := sc.Frame()
-		if fr.Kind == frame.KindFooter {
-			var ft frame.Footer
-			b := make([]byte, frame.FooterSize)
-			frame.EncodeKind(b, fr.Kind, fr.Seq, fr.Payload)
-			ft, err = frame.DecodeFooter(b)
-			if err == nil && ft.FirstSeq == s.firstSeq && ft.Count == count && ft.DataEnd == sc.Offset() {
-				sealed = true
-				break
-			}
-			damage = &frame.Damage{Offset: sc.Offset(), Err: fmt.Errorf("unexpected footer frame: %w", frame.ErrFooter)}
-			break
-		}
-		if fr.Kind != frame.KindRecord {
-			damage = &frame.Damage{Offset: sc.Offset(), Err: fmt.Errorf("unexpected %v frame", fr.Kind)}
-			break
-		}
-		if fr.Seq != next {
-			damage = &frame.Damage{Offset: sc.Offset(), Err: fmt.Errorf("record has seq %d, want %d", fr.Seq, next)}
-			break
-		}
-		next++
-		count++
-		end = sc.Offset() + int64(frame.Size(len(fr.Payload)))
-	}
-	if !sealed && damage == nil {
-		damage = sc.Err()
-		if damage != nil && !frame.IsDamage(damage) {
-			return fmt.Errorf("wal: read %s: %w", s.name, damage)
-		}
-	}
+	end, next := r.dataEnd, r.expect
 	rec.ScannedBytes = end - headerPage
 
-	if mark.DurableEnd > end || (mark.DurableEnd == end && mark.NextSeq != next && mark.DurableEnd != 0) {
-		// Records a completed sync covered are gone or do not decode.
-		why := fmt.Errorf("records up to offset %d (seq %d) were durable, but valid data ends here", mark.DurableEnd, mark.NextSeq-1)
-		if damage != nil {
-			why = fmt.Errorf("%w: %w", why, damage)
-		}
-		return corrupt(end, why)
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("wal: open %s: %w", s.name, err)
 	}
-
-	w.f, w.name, w.firstSeq, w.count = f, s.name, s.firstSeq, count
-	w.startOff, w.startPos = end, 0
-	w.nextSeq = next
-	w.mark = mark
-	w.markWritten = mark
-	keep = true
-
-	if sealed {
+	if r.footerAt >= 0 {
 		// Finish the interrupted seal, then continue in a new segment.
-		if err := f.Truncate(end + frame.FooterSize); err != nil {
+		err := f.Truncate(end + frame.FooterSize)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return fmt.Errorf("wal: finish seal of %s: %w", s.name, err)
 		}
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("wal: finish seal of %s: %w", s.name, err)
-		}
-		f.Close()
 		nf, name, err := createSegment(fsys, dir, next, o.SegmentSize)
 		if err != nil {
 			return err
 		}
-		w.f, w.name, w.firstSeq, w.count = nf, name, next, 0
+		w.f, w.name, w.firstSeq, w.nextSeq = nf, name, next, next
 		w.startOff = headerPage
-		w.mark, w.markWritten = frame.Mark{}, frame.Mark{}
 		return nil
 	}
+	w.f, w.name, w.firstSeq, w.count = f, s.name, s.firstSeq, next-s.firstSeq
+	w.startOff, w.startPos = end, 0
+	w.nextSeq = next
+	w.mark, w.markWritten = r.mark, r.mark
 
 	// Cut whatever follows the last good record, so later appends can never
 	// be followed by stale bytes, and make the cut durable before any new
 	// record is written after it.
-	var extent int64
-	if damage != nil {
-		var d *frame.Damage
-		if errors.As(damage, &d) && d.Extent > 0 && d.Offset == end {
-			extent = d.Extent
-		} else {
-			last, err := lastNonZero(f, end, size)
-			if err != nil {
-				return fmt.Errorf("wal: read %s: %w", s.name, err)
-			}
-			extent = last - end
-		}
+	size, err := f.Size()
+	if err != nil {
+		return fmt.Errorf("wal: stat %s: %w", s.name, err)
 	}
-	if extent > 0 {
-		rec.TruncatedAt, rec.TruncatedBytes, rec.Damage = end, extent, damage
+	if t := r.Torn(); t != nil && t.Bytes > 0 {
+		rec.TruncatedAt, rec.TruncatedBytes, rec.Damage = t.Offset, t.Bytes, t.Damage
 		if err := f.Truncate(end); err != nil {
 			return fmt.Errorf("wal: cut torn tail of %s at %d: %w", s.name, end, err)
 		}
+		size = end
 	}
-	if size < o.SegmentSize || extent > 0 {
-		if err := f.Preallocate(end, max(o.SegmentSize-end, 0)); err != nil {
+	if size < o.SegmentSize {
+		if err := f.Preallocate(end, o.SegmentSize-end); err != nil {
 			return fmt.Errorf("wal: preallocate %s: %w", s.name, err)
 		}
 	}

@@ -424,6 +424,15 @@ func (e *Engine) Put(c Claim, off int, p []byte) {
 	}
 }
 
+// Slice returns the ring bytes of the claim's range [off, off+n), split in
+// two when it wraps around the end of the ring (b is then non-empty). Write
+// into them directly to avoid a staging copy; they must not be used after
+// Commit. REQUIRES: off+n <= c.Len().
+func (e *Engine) Slice(c Claim, off, n int) (a, b []byte) {
+	start := c.Pos + uint64(off)
+	return e.slices(start, start+uint64(n))
+}
+
 // Commit publishes the claim to the flusher. Every byte of the claim must
 // have been written with Put.
 func (e *Engine) Commit(c Claim) {
