@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/vfs"
 )
 
 // VerifyReport summarises a full check of a log directory.
@@ -74,6 +75,14 @@ type RepairReport struct {
 // The log must not be open.
 func Repair(dir string, force bool, opts *Options) (*RepairReport, error) {
 	o := opts.withDefaults()
+	// Look before taking the lock, so that repairing something that is not
+	// a log (or a clean one) leaves no LOCK file behind; then look again
+	// under the lock.
+	if rep, err := Verify(dir, &o); rep == nil {
+		return nil, err
+	} else if err == nil && rep.Torn == nil {
+		return &RepairReport{}, nil
+	}
 	lock, err := o.FS.Lock(filepath.Join(dir, lockName), fmt.Sprintf("pid %d (repair)", os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("wal: repair %s: %w", dir, err)
@@ -160,17 +169,12 @@ func cutSegment(o *Options, dir, name string, at int64, nextSeq uint64, out *Rep
 	if err != nil {
 		return fmt.Errorf("wal: repair: read %s: %w", name, err)
 	}
-	side := fmt.Sprintf("%s%s-%d", name, cutSuffix, at)
-	sf, err := o.FS.OpenFile(filepath.Join(dir, side), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("wal: repair: %w", err)
-	}
-	defer sf.Close()
-	if _, err := io.Copy(io.NewOffsetWriter(sf, 0), io.NewSectionReader(f, at, end-at)); err != nil {
-		return fmt.Errorf("wal: repair: save cut bytes to %s: %w", side, err)
-	}
-	if err := sf.Sync(); err != nil {
-		return fmt.Errorf("wal: repair: %w", err)
+	if end > at {
+		side, err := saveCut(o, dir, f, name, at, end)
+		if err != nil {
+			return err
+		}
+		out.CutBytes, out.SideFile = end-at, side
 	}
 	if err := f.Truncate(at); err != nil {
 		return fmt.Errorf("wal: repair: truncate %s: %w", name, err)
@@ -183,6 +187,23 @@ func cutSegment(o *Options, dir, name string, at int64, nextSeq uint64, out *Rep
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("wal: repair: %w", err)
 	}
-	out.CutBytes, out.SideFile = end-at, side
 	return nil
+}
+
+// saveCut copies bytes [at, end) of segment f into a durable side file and
+// returns its name.
+func saveCut(o *Options, dir string, f vfs.File, name string, at, end int64) (string, error) {
+	side := fmt.Sprintf("%s%s-%d", name, cutSuffix, at)
+	sf, err := o.FS.OpenFile(filepath.Join(dir, side), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("wal: repair: %w", err)
+	}
+	defer sf.Close()
+	if _, err := io.Copy(io.NewOffsetWriter(sf, 0), io.NewSectionReader(f, at, end-at)); err != nil {
+		return "", fmt.Errorf("wal: repair: save cut bytes to %s: %w", side, err)
+	}
+	if err := sf.Sync(); err != nil {
+		return "", fmt.Errorf("wal: repair: %w", err)
+	}
+	return side, nil
 }

@@ -1,0 +1,216 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/appendlog/appendlog/wal"
+)
+
+// TestKill runs "appendlog load --acks --sync always" and SIGKILLs it at a
+// random moment, then checks the durability contract from outside: every
+// record the process acknowledged as durable is present and intact, the
+// records present are exactly what the writers appended, in each writer's
+// order, and the log recovers and accepts appends.
+func TestKill(t *testing.T) {
+	trials := 20
+	if testing.Short() {
+		trials = 5
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("APPENDLOG_KILL_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("seed %d (set APPENDLOG_KILL_SEED to repeat)", seed)
+	rng := rand.New(rand.NewPCG(seed, 0x6b696c6c))
+	for i := range trials {
+		var k killAt
+		if rng.IntN(2) == 0 {
+			k.after = time.Duration(5+rng.IntN(296)) * time.Millisecond
+		} else {
+			k.acks = 1 + rng.IntN(100)
+		}
+		t.Run(fmt.Sprintf("trial=%d/%v", i, k), func(t *testing.T) { killTrial(t, k) })
+	}
+}
+
+// killAt says when to kill: after a delay, or after a number of ack lines.
+type killAt struct {
+	after time.Duration
+	acks  int
+}
+
+func (k killAt) String() string {
+	if k.acks > 0 {
+		return fmt.Sprintf("after-%d-acks", k.acks)
+	}
+	return "after-" + k.after.String()
+}
+
+const _killWriters = 8
+
+func killTrial(t *testing.T, k killAt) {
+	dir := filepath.Join(t.TempDir(), "log")
+	mkdir(t, dir)
+	cmd := exec.Command(cliPath, "load", "--acks", "--sync", "always", "--writers", strconv.Itoa(_killWriters),
+		"--records", "1000000", "--size", "100", "--dir", dir)
+	cmd.Env = cliEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Read acks live. Every complete line was printed before the kill,
+	// so every one of them is a promise the log must keep.
+	var (
+		mu       sync.Mutex
+		durable  uint64
+		lines    int
+		badLine  string
+		enough   = make(chan struct{})
+		readDone = make(chan struct{})
+	)
+	go func() {
+		defer close(readDone)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			n, err := strconv.ParseUint(strings.TrimPrefix(sc.Text(), "durable "), 10, 64)
+			mu.Lock()
+			if err != nil || !strings.HasPrefix(sc.Text(), "durable ") || n < durable {
+				if badLine == "" {
+					badLine = sc.Text()
+				}
+			} else {
+				durable = n
+			}
+			lines++
+			if lines == k.acks {
+				close(enough)
+			}
+			mu.Unlock()
+		}
+	}()
+
+	if k.acks > 0 {
+		select {
+		case <-enough:
+		case <-readDone:
+		case <-time.After(30 * time.Second):
+			t.Errorf("no %d ack lines after 30s", k.acks)
+		}
+	} else {
+		time.Sleep(k.after)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-readDone
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Exited() {
+		t.Fatalf("load was not killed: %v\nstderr:\n%s", err, &stderr)
+	}
+	checkNoCrash(t, result{args: cmd.Args, stderr: stderr.String()})
+	mu.Lock()
+	acked, nlines := durable, lines
+	mu.Unlock()
+	if badLine != "" {
+		t.Fatalf("bad ack line %q", badLine)
+	}
+	t.Logf("killed after %d ack lines; durable %d", nlines, acked)
+
+	// Every acknowledged record is present and intact; so is everything
+	// else present, in each writer's order.
+	last := checkKilledLog(t, dir, acked)
+
+	expect(t, cli(t, "verify", dir), exitOK)
+	expect(t, cli(t, "verify", "--payloads", dir), exitOK)
+
+	// The log recovers and takes appends that survive.
+	l, err := wal.Open(dir, nil)
+	if err != nil {
+		t.Fatalf("wal.Open after kill: %v", err)
+	}
+	if rec := l.Recovery(); rec.NextSeq != last+1 {
+		l.Close()
+		t.Fatalf("recovery: next seq %d, but the reader saw records up to %d (%+v)", rec.NextSeq, last, rec)
+	}
+	p := make([]byte, 100)
+	for c := range uint64(100) {
+		EncodePayload(p, _killWriters, c)
+		if _, err := l.Append(p); err != nil {
+			l.Close()
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := checkKilledLog(t, dir, last+100); got != last+100 {
+		t.Fatalf("after reopen and 100 appends the log ends at seq %d, want %d", got, last+100)
+	}
+	expect(t, cli(t, "verify", "--payloads", dir), exitOK, fmt.Sprintf("%d records", last+100))
+}
+
+// checkKilledLog reads the whole log in dir and checks that it holds
+// records 1..n with n >= acked, each a valid load payload, with each
+// writer's counters consecutive from 0. It returns n.
+func checkKilledLog(t *testing.T, dir string, acked uint64) uint64 {
+	t.Helper()
+	r, err := wal.OpenReader(dir, 1, nil)
+	if err != nil {
+		if acked == 0 {
+			return 0 // killed before the log was created
+		}
+		t.Fatalf("OpenReader: %v (acked %d)", err, acked)
+	}
+	defer r.Close()
+	var (
+		order payloadOrder
+		n     uint64
+	)
+	for r.Next() {
+		n++
+		if r.Seq() != n {
+			t.Fatalf("record seq %d, want %d", r.Seq(), n)
+		}
+		w, c, err := CheckPayload(r.Record())
+		if err != nil {
+			t.Fatalf("seq %d: %v", n, err)
+		}
+		if w > _killWriters {
+			t.Fatalf("seq %d: writer %d, want at most %d", n, w, _killWriters)
+		}
+		if err := order.observe(w, c); err != nil {
+			t.Fatalf("seq %d: %v", n, err)
+		}
+	}
+	if err := r.Err(); err != nil {
+		t.Fatalf("reader stopped after seq %d: %v", n, err)
+	}
+	if n < acked {
+		t.Fatalf("log ends at seq %d, but seq %d was acknowledged as durable", n, acked)
+	}
+	return n
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bufio"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strconv"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/appendlog/appendlog/wal"
+)
+
+type dumpFlags struct {
+	from  uint64
+	count bool
+	hex   bool
+}
+
+func newDumpCmd() *cobra.Command {
+	var f dumpFlags
+	cmd := &cobra.Command{
+		Use:   "dump DIR",
+		Short: "Print the records of a log",
+		Long: `dump prints one line per record of the log in DIR, from sequence number
+--from on:
+
+  <seq><TAB><payload>
+
+The payload is printed as text when it is valid UTF-8 made of printable
+characters (no tabs, newlines or other control characters), else as
+lowercase hex; --hex prints every payload as hex, which is unambiguous.
+With --count, dump prints only the number of records from --from on.
+
+dump reads without locking and never changes the log. A torn tail (see
+"appendlog verify --help") ends the output with a note on stderr. Exit
+status 1 means the log could not be read to its end (the message says where
+it stopped).`,
+		Example: `  appendlog dump /tmp/log | head
+  appendlog dump --from 1000 --hex /tmp/log
+  appendlog dump --count /tmp/log`,
+		Args: dirArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDump(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], &f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.Uint64Var(&f.from, "from", 1, "first sequence number to print")
+	fl.BoolVar(&f.count, "count", false, "print only the number of records from --from on")
+	fl.BoolVar(&f.hex, "hex", false, "print every payload as hex")
+	return cmd
+}
+
+func runDump(stdout, stderr io.Writer, dir string, f *dumpFlags) (err error) {
+	if err := checkDir(dir); err != nil {
+		return err
+	}
+	r, err := wal.OpenReader(dir, f.from, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	defer r.Close()
+
+	bw := bufio.NewWriterSize(stdout, 64<<10)
+	var (
+		n    uint64
+		last uint64
+		line []byte
+	)
+	for r.Next() {
+		n++
+		last = r.Seq()
+		if f.count {
+			continue
+		}
+		line = strconv.AppendUint(line[:0], last, 10)
+		line = append(line, '\t')
+		line = appendPayload(line, r.Record(), f.hex)
+		line = append(line, '\n')
+		if _, err := bw.Write(line); err != nil {
+			return err
+		}
+	}
+	if f.count {
+		fmt.Fprintf(bw, "%d\n", n)
+	}
+	ferr := bw.Flush()
+	if err := r.Err(); err != nil {
+		if n == 0 {
+			return fmt.Errorf("%s: %w", dir, err)
+		}
+		return fmt.Errorf("%s: stopped after seq %d (%d records): %w", dir, last, n, err)
+	}
+	if t := r.Torn(); t != nil {
+		fmt.Fprintf(stderr, "appendlog dump: %s: the log ends in a torn tail (%d bytes at byte offset %d of segment %s) that opening it would cut\n",
+			dir, t.Bytes, t.Offset, t.Segment)
+	}
+	return ferr
+}
+
+// appendPayload appends p to dst as text if it is printable UTF-8 and
+// asHex is false, else as lowercase hex.
+func appendPayload(dst, p []byte, asHex bool) []byte {
+	if !asHex && printable(p) {
+		return append(dst, p...)
+	}
+	return hex.AppendEncode(dst, p)
+}
+
+// printable reports whether p is valid UTF-8 made only of printable
+// characters (unicode.IsPrint: letters, marks, numbers, punctuation,
+// symbols and the ASCII space; no control characters).
+func printable(p []byte) bool {
+	for i := 0; i < len(p); {
+		if c := p[i]; c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				return false
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(p[i:])
+		if r == utf8.RuneError && size <= 1 || !unicode.IsPrint(r) {
+			return false
+		}
+		i += size
+	}
+	return true
+}

@@ -1,0 +1,474 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/wal"
+)
+
+// syncAlways is load's own sync mode: wal.SyncBatch, and every writer waits
+// for its record to be durable before appending the next one.
+const syncAlways = "always"
+
+const (
+	_ackPoll      = 2 * time.Millisecond
+	_progressTick = 100 * time.Millisecond
+	_maxWriters   = 1 << 16
+	// _maxSize is the largest payload the largest wal buffer (512 MiB)
+	// accepts: half of it.
+	_maxSize = 256 << 20
+)
+
+type loadFlags struct {
+	dir         string
+	keep        bool
+	records     int64
+	size        int
+	writers     int
+	sync        string
+	syncEvery   time.Duration
+	segmentSize int64
+	acks        bool
+	json        bool
+}
+
+// loadResult is load's report; with --json it is printed as the last line
+// of stdout.
+type loadResult struct {
+	Records       int64   `json:"records"`
+	Bytes         int64   `json:"bytes"`       // payload bytes
+	FrameBytes    int64   `json:"frame_bytes"` // payload bytes plus frame headers
+	Seconds       float64 `json:"seconds"`     // first Append to Close returned
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`  // payload, 10^6 bytes
+	MiBPerSec     float64 `json:"mib_per_sec"` // payload, 2^20 bytes
+	Writers       int     `json:"writers"`
+	Size          int     `json:"size"`
+	Sync          string  `json:"sync"`
+	SyncEvery     string  `json:"sync_every,omitempty"`
+	SegmentSize   int64   `json:"segment_size,omitempty"`
+	Dir           string  `json:"dir"`
+	Kept          bool    `json:"kept"`
+	FirstSeq      uint64  `json:"first_seq"`
+	LastSeq       uint64  `json:"last_seq"`
+	DurableSeq    uint64  `json:"durable_seq"`
+}
+
+func newLoadCmd() *cobra.Command {
+	var f loadFlags
+	cmd := &cobra.Command{
+		Use:   "load [flags]",
+		Short: "Append generated records from concurrent writers and report throughput",
+		Long: `load appends --records generated records of --size bytes to the log in --dir,
+split across --writers goroutines, and reports throughput.
+
+Each payload holds its writer id, that writer's counter and a CRC-32C over
+filler derived from both, so "appendlog verify --payloads" can prove that no
+record was lost, torn, mixed up or reordered.
+
+Sync modes:
+  never     never fdatasync while appending (Close still syncs)
+  interval  fdatasync every --sync-every
+  batch     group commit: fdatasync after each flushed batch
+  always    batch, and each writer waits until its record is durable
+            (WaitDurable) before appending the next one
+
+Without --dir, load writes to a fresh temporary directory and removes it at
+the end unless --keep is given.
+
+The time measured runs from the first Append to the return of Close, so it
+includes the final flush and fdatasync. Rates count payload bytes only (each
+record also costs a 16-byte frame header on disk); MB = 10^6 bytes and
+MiB = 2^20 bytes.
+
+Output: a progress bar on stderr when stderr is a terminal; with --acks a
+line "durable <seq>" on stdout each time the durable sequence number
+advances (polled every 2ms) and once more at the end; a summary on stderr;
+with --json a JSON object as the last line of stdout.`,
+		Example: `  appendlog load --records 1000000 --writers 8 --sync batch
+  appendlog load --dir /tmp/log --records 100000 --size 512 --sync always --acks --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runLoad(cmd, &f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dir, "dir", "", "log directory, created if missing (default: a temporary directory)")
+	fl.BoolVar(&f.keep, "keep", false, "keep the temporary directory used when --dir is not given")
+	fl.Int64Var(&f.records, "records", 100000, "records to append, in total across writers")
+	fl.IntVar(&f.size, "size", 128, fmt.Sprintf("payload size in bytes (at least %d)", payloadMinSize))
+	fl.IntVar(&f.writers, "writers", 4, "concurrent writer goroutines")
+	fl.StringVar(&f.sync, "sync", "batch", "sync mode: never, interval, batch or always")
+	fl.DurationVar(&f.syncEvery, "sync-every", 10*time.Millisecond, "fdatasync period for --sync interval")
+	fl.Int64Var(&f.segmentSize, "segment-size", 0, "segment file size in bytes (0: the wal default)")
+	fl.BoolVar(&f.acks, "acks", false, `print "durable <seq>" to stdout as the durable sequence number advances`)
+	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on the last line of stdout")
+	return cmd
+}
+
+// loadOptions validates the flags and returns the wal options they ask for.
+func loadOptions(f *loadFlags) (*wal.Options, error) {
+	switch {
+	case f.records < 0:
+		return nil, usagef("--records must not be negative, got %d", f.records)
+	case f.size < payloadMinSize:
+		return nil, usagef("--size must be at least %d bytes (writer id, counter, checksum and filler), got %d", payloadMinSize, f.size)
+	case f.size > _maxSize:
+		return nil, usagef("--size must be at most %d bytes, got %d", _maxSize, f.size)
+	case f.writers < 1 || f.writers > _maxWriters:
+		return nil, usagef("--writers must be between 1 and %d, got %d", _maxWriters, f.writers)
+	case f.segmentSize < 0:
+		return nil, usagef("--segment-size must not be negative, got %d", f.segmentSize)
+	case f.syncEvery <= 0:
+		return nil, usagef("--sync-every must be positive, got %v", f.syncEvery)
+	}
+	opts := &wal.Options{SegmentSize: f.segmentSize}
+	if f.sync == syncAlways {
+		opts.Sync = wal.SyncBatch
+	} else {
+		m, err := wal.ParseSyncMode(f.sync)
+		if err != nil {
+			return nil, usagef("--sync must be never, interval, batch or always, got %q", f.sync)
+		}
+		opts.Sync = m
+	}
+	if opts.Sync == wal.SyncInterval {
+		opts.SyncEvery = f.syncEvery
+	}
+	// A record may take up to a quarter of the default buffer, and half of
+	// a larger one.
+	if f.size > wal.DefaultBufferSize/4 {
+		opts.MaxRecordSize = f.size
+		opts.BufferSize = wal.DefaultBufferSize
+		for opts.BufferSize < 2*f.size {
+			opts.BufferSize *= 2
+		}
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, &usageError{err}
+	}
+	return opts, nil
+}
+
+func runLoad(cmd *cobra.Command, f *loadFlags) (err error) {
+	opts, err := loadOptions(f)
+	if err != nil {
+		return err
+	}
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+
+	dir, kept := f.dir, true
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "appendlog-load-*"); err != nil {
+			return err
+		}
+		kept = f.keep
+		if !kept {
+			defer func() {
+				if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
+					err = rerr
+				}
+			}()
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	l, err := wal.Open(dir, opts)
+	if err != nil {
+		return fmt.Errorf("open log: %w", err)
+	}
+	if rec := l.Recovery(); rec.Segments > 0 {
+		fmt.Fprintf(stderr, "appendlog load: %s\n", describeRecovery(rec))
+	}
+
+	res := loadResult{
+		Writers:     f.writers,
+		Size:        f.size,
+		Sync:        f.sync,
+		SegmentSize: f.segmentSize,
+		Dir:         dir,
+		Kept:        kept,
+		FirstSeq:    l.NextSeq(),
+	}
+	if opts.Sync == wal.SyncInterval {
+		res.SyncEvery = f.syncEvery.String()
+	}
+
+	d := newDriver(l, f)
+
+	var bg sync.WaitGroup
+	bgStop := make(chan struct{})
+	if f.acks {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			printAcks(stdout, l, bgStop)
+		}()
+	}
+	var bar *progressbar.ProgressBar
+	if isTerminal(stderr) {
+		bar = progressbar.NewOptions64(f.records,
+			progressbar.OptionSetWriter(stderr),
+			progressbar.OptionSetDescription("load"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("rec"),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(_progressTick),
+			progressbar.OptionClearOnFinish(),
+		)
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			t := time.NewTicker(_progressTick)
+			defer t.Stop()
+			for {
+				select {
+				case <-bgStop:
+					return
+				case <-t.C:
+					_ = bar.Set64(d.appended())
+				}
+			}
+		}()
+	}
+
+	start := time.Now()
+	runErr := d.run(ctx)
+	closeErr := l.Close()
+	elapsed := time.Since(start)
+
+	close(bgStop)
+	bg.Wait()
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	durable := l.DurableSeq()
+	if f.acks {
+		fmt.Fprintf(stdout, "durable %d\n", durable)
+	}
+
+	res.Records = d.appended()
+	res.Bytes = res.Records * int64(f.size)
+	res.FrameBytes = res.Records * int64(f.size+frame.HeaderSize)
+	res.Seconds = elapsed.Seconds()
+	if res.Seconds > 0 {
+		res.RecordsPerSec = float64(res.Records) / res.Seconds
+		res.MBPerSec = float64(res.Bytes) / 1e6 / res.Seconds
+		res.MiBPerSec = float64(res.Bytes) / (1 << 20) / res.Seconds
+	}
+	res.LastSeq = res.FirstSeq + uint64(res.Records) - 1
+	res.DurableSeq = durable
+
+	if err := errors.Join(runErr, closeErr); err != nil {
+		fmt.Fprintf(stderr, "appendlog load: stopped after %d records: %v\n", res.Records, err)
+		if kept {
+			fmt.Fprintf(stderr, "appendlog load: log kept in %s; check it with: appendlog verify %s\n", dir, dir)
+		}
+		return &exitError{exitFailure}
+	}
+	printLoadSummary(stderr, &res)
+	if f.json {
+		b, err := json.Marshal(&res)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// driver runs load's writer goroutines.
+type driver struct {
+	l       *wal.Log
+	size    int
+	always  bool
+	perW    []int64 // records per writer
+	counts  []paddedCount
+	stopped atomic.Bool // set when a writer failed or load was interrupted
+}
+
+// paddedCount is one writer's progress, alone on its cache lines.
+type paddedCount struct {
+	n atomic.Int64
+	_ [120]byte
+}
+
+var errInterrupted = errors.New("interrupted")
+
+func newDriver(l *wal.Log, f *loadFlags) *driver {
+	d := &driver{
+		l:      l,
+		size:   f.size,
+		always: f.sync == syncAlways,
+		perW:   make([]int64, f.writers),
+		counts: make([]paddedCount, f.writers),
+	}
+	w := int64(f.writers)
+	for i := range d.perW {
+		d.perW[i] = f.records / w
+		if int64(i) < f.records%w {
+			d.perW[i]++
+		}
+	}
+	return d
+}
+
+// appended returns how many records Append accepted so far.
+func (d *driver) appended() int64 {
+	var n int64
+	for i := range d.counts {
+		n += d.counts[i].n.Load()
+	}
+	return n
+}
+
+// run appends every record and returns the first error, or errInterrupted
+// if ctx was canceled first.
+func (d *driver) run(ctx context.Context) error {
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err })
+		d.stopped.Store(true)
+	}
+	// Writers poll d.stopped rather than ctx: ctx.Err takes a lock.
+	watchDone := make(chan struct{})
+	watch := context.AfterFunc(ctx, func() {
+		fail(errInterrupted)
+		close(watchDone)
+	})
+	for i := range d.perW {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := d.write(ctx, uint32(i)); err != nil {
+				fail(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if !watch() {
+		<-watchDone
+	}
+	return firstErr
+}
+
+func (d *driver) write(ctx context.Context, w uint32) error {
+	buf := make([]byte, d.size)
+	n := d.perW[w]
+	cnt := &d.counts[w].n
+	for c := int64(0); c < n; c++ {
+		if d.stopped.Load() {
+			return nil
+		}
+		EncodePayload(buf, w, uint64(c))
+		seq, err := d.l.Append(buf)
+		if err != nil {
+			return fmt.Errorf("writer %d: append record %d: %w", w, c, err)
+		}
+		cnt.Store(c + 1)
+		if d.always {
+			if err := d.l.WaitDurable(ctx, seq); err != nil {
+				if ctx.Err() != nil {
+					return errInterrupted
+				}
+				return fmt.Errorf("writer %d: wait for seq %d to be durable: %w", w, seq, err)
+			}
+		}
+	}
+	return nil
+}
+
+// printAcks prints "durable <seq>" each time l's durable sequence number
+// advances, until stop is closed. Each line is one Write, so a reader of a
+// pipe sees whole lines as soon as they are printed.
+func printAcks(w io.Writer, l *wal.Log, stop <-chan struct{}) {
+	t := time.NewTicker(_ackPoll)
+	defer t.Stop()
+	last := l.DurableSeq()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if d := l.DurableSeq(); d > last {
+				last = d
+				fmt.Fprintf(w, "durable %d\n", d)
+			}
+		}
+	}
+}
+
+func printLoadSummary(w io.Writer, r *loadResult) {
+	dir := r.Dir
+	if !r.Kept {
+		dir += " (removed)"
+	}
+	mode := r.Sync
+	if r.SyncEvery != "" {
+		mode += " every " + r.SyncEvery
+	}
+	fmt.Fprintf(w, "appendlog load: %d records of %d B by %d writers, sync %s, in %.3f s (Close included)\n",
+		r.Records, r.Size, r.Writers, mode, r.Seconds)
+	fmt.Fprintf(w, "  %.0f records/s, %.2f MB/s, %.2f MiB/s of payload (%d bytes; %d with frame headers)\n",
+		r.RecordsPerSec, r.MBPerSec, r.MiBPerSec, r.Bytes, r.FrameBytes)
+	fmt.Fprintf(w, "  bytes count payloads only, each record adds a %d-byte frame header on disk; MB = 10^6 bytes, MiB = 2^20 bytes\n",
+		frame.HeaderSize)
+	if r.Records > 0 {
+		fmt.Fprintf(w, "  log %s: seqs %d..%d, durable through %d\n", dir, r.FirstSeq, r.LastSeq, r.DurableSeq)
+	} else {
+		fmt.Fprintf(w, "  log %s: no records appended\n", dir)
+	}
+}
+
+// describeRecovery summarizes what wal.Open found in an existing log.
+func describeRecovery(r wal.Recovery) string {
+	s := fmt.Sprintf("opened existing log: %d segments, seqs %d..%d", r.Segments, r.FirstSeq, r.NextSeq-1)
+	if r.NextSeq <= r.FirstSeq {
+		s = fmt.Sprintf("opened existing log: %d segments, no records, next seq %d", r.Segments, r.NextSeq)
+	}
+	if r.TruncatedAt >= 0 && (r.TruncatedBytes > 0 || r.Damage != nil) {
+		s += fmt.Sprintf("; cut a torn tail of %d bytes at byte offset %d of %s", r.TruncatedBytes, r.TruncatedAt, r.TailSegment)
+		if r.Damage != nil {
+			s += fmt.Sprintf(" (%v)", r.Damage)
+		}
+	}
+	if r.RemovedSegment != "" {
+		s += fmt.Sprintf("; removed %s, a segment left incomplete by a crash while it was created", r.RemovedSegment)
+	}
+	return s
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
+}

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1 // a command failed, or found damage
+	exitUsage   = 2 // bad flags or arguments
+)
+
+// usageError marks an error as the caller's: the command line was wrong.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// exitError carries an exit status for an error whose message the command
+// already printed.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// run executes the command line args and returns the process exit status.
+// It never panics: a panic in a command is reported as an internal error.
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "appendlog: internal error (please report it): %v\n", r)
+			code = exitFailure
+		}
+	}()
+	// started is set once a command's RunE runs: any error before that
+	// (unknown command or flag, bad flag value, wrong argument count) is a
+	// usage error, whatever cobra's message.
+	var started bool
+	root := newRootCmd(&started)
+	if len(args) == 0 {
+		root.SetOut(stderr)
+		_ = root.Usage()
+		fmt.Fprintln(stderr, "appendlog: missing command")
+		return exitUsage
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	name := "appendlog"
+	if cmd != nil {
+		name = cmd.CommandPath()
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	var ue *usageError
+	if !started || errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", name)
+		return exitUsage
+	}
+	return exitFailure
+}
+
+func newRootCmd(started *bool) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "appendlog",
+		Short: "Append records to files fast without losing or tearing one",
+		Long: `appendlog drives and inspects appendlog write-ahead logs: a directory of
+segment files (%020d.seg) holding checksummed, sequence-numbered records.
+
+Exit status: 0 on success, 1 on failure or when damage is found, 2 on usage
+errors.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &usageError{err}
+	})
+	for _, c := range []*cobra.Command{
+		newLoadCmd(),
+		newVerifyCmd(),
+		newDumpCmd(),
+		newRepairCmd(),
+	} {
+		c.Args = usageArgs(c.Args)
+		c.RunE = markStarted(started, c.RunE)
+		root.AddCommand(c)
+	}
+	return root
+}
+
+// markStarted wraps a RunE so that run can tell failures from usage errors.
+func markStarted(started *bool, f func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		*started = true
+		return f(cmd, args)
+	}
+}
+
+// usageArgs wraps an argument validator so that its errors are usage errors.
+func usageArgs(f cobra.PositionalArgs) cobra.PositionalArgs {
+	if f == nil {
+		return nil
+	}
+	return func(cmd *cobra.Command, args []string) error {
+		if err := f(cmd, args); err != nil {
+			return &usageError{err}
+		}
+		return nil
+	}
+}
+
+// dirArg is the argument validator of commands that take one log directory.
+func dirArg(cmd *cobra.Command, args []string) error {
+	switch {
+	case len(args) == 0:
+		return errors.New("missing log directory argument")
+	case len(args) > 1:
+		return fmt.Errorf("want one log directory, got %d arguments: %s", len(args), strings.Join(args, " "))
+	case args[0] == "":
+		return errors.New("empty log directory argument")
+	}
+	return nil
+}
+
+// checkDir reports a clear error when dir does not exist or is not a
+// directory, before the wal package is asked to open it.
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%s: no such directory", dir)
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("%s: not a directory (want a log directory holding *.seg files)", dir)
+	}
+	return nil
+}
