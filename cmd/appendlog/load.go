@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/sys"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -67,6 +68,9 @@ type loadResult struct {
 	FirstSeq      uint64  `json:"first_seq"`
 	LastSeq       uint64  `json:"last_seq"`
 	DurableSeq    uint64  `json:"durable_seq"`
+	// MaxRSSBytes is the process's peak resident set size (0 where the
+	// platform does not report it).
+	MaxRSSBytes int64 `json:"max_rss_bytes"`
 }
 
 func newLoadCmd() *cobra.Command {
@@ -278,6 +282,7 @@ func runLoad(cmd *cobra.Command, f *loadFlags) (err error) {
 	}
 	res.LastSeq = res.FirstSeq + uint64(res.Records) - 1
 	res.DurableSeq = durable
+	res.MaxRSSBytes, _ = sys.MaxRSS()
 
 	if err := errors.Join(runErr, closeErr); err != nil {
 		fmt.Fprintf(stderr, "appendlog load: stopped after %d records: %v\n", res.Records, err)
@@ -439,6 +444,9 @@ func printLoadSummary(w io.Writer, r *loadResult) {
 		r.RecordsPerSec, r.MBPerSec, r.MiBPerSec, r.Bytes, r.FrameBytes)
 	fmt.Fprintf(w, "  bytes count payloads only, each record adds a %d-byte frame header on disk; MB = 10^6 bytes, MiB = 2^20 bytes\n",
 		frame.HeaderSize)
+	if r.MaxRSSBytes > 0 {
+		fmt.Fprintf(w, "  peak RSS %.1f MiB\n", float64(r.MaxRSSBytes)/(1<<20))
+	}
 	if r.Records > 0 {
 		fmt.Fprintf(w, "  log %s: seqs %d..%d, durable through %d\n", dir, r.FirstSeq, r.LastSeq, r.DurableSeq)
 	} else {

@@ -288,3 +288,18 @@ func TestOpenDirectTmpfs(t *testing.T) {
 		t.Fatalf("OpenDirect on tmpfs: %v", err)
 	}
 }
+
+func TestMaxRSS(t *testing.T) {
+	before, err := MaxRSS()
+	if err != nil || before <= 0 {
+		t.Fatalf("MaxRSS: %d %v", before, err)
+	}
+	b := make([]byte, 64<<20)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	after, _ := MaxRSS()
+	if after < 64<<20 {
+		t.Fatalf("MaxRSS %d after touching 64 MiB", after)
+	}
+}
