@@ -215,7 +215,7 @@ func (l *Log) WaitDurable(ctx context.Context, seq uint64) error {
 		return fmt.Errorf("%w: %d (next is %d)", ErrNotAppended, seq, next)
 	}
 	l.eng.RequestSync(pos)
-	return l.mapErr(l.eng.Await(ctx, func() bool { return l.w.durable.Load() > seq }))
+	return l.mapErr(l.eng.AwaitAtLeast(ctx, &l.w.durable, seq+1))
 }
 
 // DurableSeq returns the highest sequence number known durable, or 0 if no

@@ -241,6 +241,8 @@ type Engine struct {
 	// waiters counts goroutines waiting on the flusher (space, flush or
 	// sync); while non-zero every commit kicks the flusher.
 	waiters atomic.Int32
+	// arrivals counts waits begun (for group-commit gathering).
+	arrivals atomic.Uint64
 	// idle is set by the flusher when it sleeps with nothing to do; the next
 	// commit kicks it.
 	idle atomic.Bool
@@ -500,7 +502,7 @@ func (e *Engine) Flush(ctx context.Context) error {
 	}
 	pos, _ := e.Tail()
 	storeMax(&e.flushReq, pos)
-	return e.await(ctx, func() bool { return e.written.Load() >= pos })
+	return e.await(ctx, &e.written, pos)
 }
 
 // Sync waits until every byte claimed before the call is durable.
@@ -530,14 +532,15 @@ func (e *Engine) WaitSynced(ctx context.Context, pos uint64) error {
 		return nil
 	}
 	storeMax(&e.syncReq, pos)
-	return e.await(ctx, func() bool { return e.synced.Load() >= pos })
+	return e.await(ctx, &e.synced, pos)
 }
 
-// Await waits until cond holds, the engine fails, or ctx is done. cond is
-// re-evaluated each time the flusher makes progress. Use it to wait on state
-// the Sink maintains (it is evaluated after the flusher's updates).
-func (e *Engine) Await(ctx context.Context, cond func() bool) error {
-	return e.await(ctx, cond)
+// AwaitAtLeast waits until *v >= want, the engine fails, or ctx is done. v
+// is re-read each time the flusher makes progress: use it to wait on a
+// counter the Sink maintains (the flusher broadcasts after its Sink calls
+// return).
+func (e *Engine) AwaitAtLeast(ctx context.Context, v *atomic.Uint64, want uint64) error {
+	return e.await(ctx, v, want)
 }
 
 // RequestSync asks the flusher to sync once the bytes below pos are written,
@@ -547,7 +550,9 @@ func (e *Engine) RequestSync(pos uint64) {
 	e.wake()
 }
 
-func (e *Engine) await(ctx context.Context, cond func() bool) error {
+func (e *Engine) await(ctx context.Context, v *atomic.Uint64, want uint64) error {
+	cond := func() bool { return v.Load() >= want }
+	e.arrivals.Add(1)
 	e.waiters.Add(1)
 	defer e.waiters.Add(-1)
 	e.wake()

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"runtime"
 	"time"
 )
 
@@ -36,6 +37,7 @@ func (e *Engine) flushLoop() {
 	}
 
 	cfg := &e.cfg
+	var gather groupGather
 	lastSync := time.Now()
 	var dataSince time.Time // when the flusher first saw the oldest unsynced byte
 	stopping := false
@@ -73,6 +75,9 @@ func (e *Engine) flushLoop() {
 
 		progressed := false
 		if urgent {
+			if !stopping && e.syncReq.Load() > s {
+				gather.wait(e)
+			}
 			progressed = e.writeCommitted()
 			w = e.written.Load()
 			needSync := false
@@ -85,10 +90,12 @@ func (e *Engine) flushLoop() {
 				}
 			}
 			if needSync {
+				gather.begin(e)
 				if err := e.sink.Sync(); err != nil {
 					e.fail(err)
 					continue
 				}
+				gather.end(e)
 				e.stats.syncs.Add(1)
 				e.synced.Store(w)
 				lastSync = time.Now()
@@ -146,6 +153,50 @@ func (e *Engine) flushLoop() {
 				e.wake()
 			}
 		}
+	}
+}
+
+// groupGather lets the goroutines that one group commit released append
+// their next records before the next sync starts. Without it, waiters split
+// into two groups that alternate, each sync covering half of them: the
+// flusher starts a sync as soon as the first of the released waiters asks,
+// while the rest are still waking up.
+//
+// It counts arrivals (Engine.arrivals, one per wait). A sync that started
+// at arrival count s1 and ended at e1 saw e1-s0 waiters in its round (s0:
+// the start of the sync before it): those it covered and those that came
+// while it ran. The next sync waits, briefly, until as many have arrived
+// since s1.
+type groupGather struct {
+	s0, s1  uint64        // arrival counts at the starts of the last two syncs
+	target  uint64        // waiters expected in the next round
+	syncDur time.Duration // how long the last sync took
+	started time.Time
+}
+
+// maxGather bounds how long the flusher waits for a group to re-form.
+const maxGather = 100 * time.Microsecond
+
+func (g *groupGather) begin(e *Engine) {
+	g.s0, g.s1 = g.s1, e.arrivals.Load()
+	g.started = time.Now()
+}
+
+func (g *groupGather) end(e *Engine) {
+	g.syncDur = time.Since(g.started)
+	g.target = e.arrivals.Load() - g.s0
+}
+
+// wait yields until the expected group has arrived, for at most half the
+// last sync's duration (and maxGather): a wait that costs a fraction of a
+// sync buys one sync for the whole group.
+func (g *groupGather) wait(e *Engine) {
+	if g.target <= 1 || e.arrivals.Load()-g.s1 >= g.target {
+		return
+	}
+	deadline := time.Now().Add(min(g.syncDur/2, maxGather))
+	for e.arrivals.Load()-g.s1 < g.target && time.Now().Before(deadline) {
+		runtime.Gosched()
 	}
 }
 
