@@ -94,6 +94,14 @@ func Open(dir string, opts *Options) (*Log, error) {
 		return nil, err
 	}
 	l.w, l.rec = w, rec
+	w.seals = make(chan *sealJob, 1)
+	w.sealed = make(chan struct{})
+	go w.sealLoop()
+	if w.spare, err = createSpare(fsys, dir, o.SegmentSize); err != nil {
+		w.closeFile(false)
+		lock.Close()
+		return nil, err
+	}
 	l.eng, err = engine.New(engine.Config{
 		Size:          o.BufferSize,
 		FlushInterval: o.FlushInterval,

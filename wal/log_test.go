@@ -664,6 +664,7 @@ func TestRecoveryAfterKilledProcessIsDurable(t *testing.T) {
 	}
 	l2.Close()
 	l.eng.Close()
+	l.w.closeFile(false) // join the dead log's sealer
 	if got := readAll(t, mem.Crash(nil), "/log"); len(got) != 100 {
 		t.Fatalf("%d records survived a power cut after recovery", len(got))
 	}

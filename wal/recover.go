@@ -1,7 +1,9 @@
 package wal
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -28,6 +30,10 @@ import (
 // Anything else that does not decode is corruption.
 func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, error) {
 	rec := Recovery{TruncatedAt: -1}
+	// A spare segment never holds an acknowledged record (see rotate).
+	if err := fsys.Remove(filepath.Join(dir, spareName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, rec, fmt.Errorf("wal: remove %s: %w", spareName, err)
+	}
 	segs, _, err := listSegments(fsys, dir)
 	if err != nil {
 		return nil, rec, err

@@ -55,7 +55,7 @@ func listSegments(fsys vfs.FS, dir string) (segs []segInfo, foreign []string, er
 			segs = append(segs, segInfo{name: n, firstSeq: seq})
 			continue
 		}
-		if n == lockName || strings.Contains(n, cutSuffix) {
+		if n == lockName || n == spareName || strings.Contains(n, cutSuffix) {
 			continue
 		}
 		foreign = append(foreign, n)

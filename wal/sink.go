@@ -3,6 +3,8 @@ package wal
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 
 	"github.com/appendlog/appendlog/frame"
@@ -45,6 +47,14 @@ type segWriter struct {
 	mark        frame.Mark
 	markWritten frame.Mark
 	markBuf     [frame.MarkSize]byte
+
+	// spare is a preallocated file under a temporary name that becomes the
+	// next segment at rotation; sealing runs on the sealer goroutine.
+	spare  vfs.File
+	seals  chan *sealJob // to the sealer; capacity 1: one seal in flight
+	sealed chan struct{} // closed when the sealer exits
+	// pending is the seal in flight, or nil. Flusher only.
+	pending *sealJob
 
 	// durable is the sequence number after the last durable record.
 	durable atomic.Uint64
@@ -121,9 +131,37 @@ func (w *segWriter) walk(p []byte, pos uint64) (n int, rotate bool, err error) {
 	return len(p), false, nil
 }
 
+// spareName is the temporary name of the preallocated next segment. A file
+// under this name never holds an acknowledged record (see rotate); Open
+// removes it.
+const spareName = "next-segment.tmp"
+
+// sealJob is one rotation's work for the sealer goroutine.
+type sealJob struct {
+	old      vfs.File // the sealed segment: footer written, truncated
+	oldName  string
+	next     vfs.File // the new segment, still under spareName
+	nextName string
+	nextSeq  uint64 // sequence number after the old segment's last record
+	done     chan struct{}
+	err      error // set before done is closed
+	spare    vfs.File
+	spareErr error
+}
+
 // rotate seals the current segment at engine position pos (a record
-// boundary) and starts the next one.
+// boundary) and continues in the next one without waiting for the disk:
+// the flusher writes the footer and truncates (page-cache work), turns the
+// spare file into the next segment by writing its header, and goes on
+// writing into it; the sealer goroutine then fdatasyncs the old segment,
+// and only after that gives the new one its real name (rename + directory
+// fsync). So a segment with a successor is always durably sealed, as
+// recovery assumes, and records in a segment still under spareName are
+// never reported durable: Sync waits for the seal first.
 func (w *segWriter) rotate(pos uint64) error {
+	if err := w.waitSeal(); err != nil {
+		return err
+	}
 	dataEnd := w.fileOff(pos)
 	var ft [frame.FooterSize]byte
 	frame.PutFooter(ft[:], frame.Footer{FirstSeq: w.firstSeq, Count: w.count, DataEnd: dataEnd})
@@ -133,30 +171,118 @@ func (w *segWriter) rotate(pos uint64) error {
 	if err := w.f.Truncate(dataEnd + frame.FooterSize); err != nil {
 		return fmt.Errorf("wal: seal %s: %w", w.name, err)
 	}
-	if err := w.f.Sync(); err != nil {
-		return fmt.Errorf("wal: seal %s: fdatasync: %w", w.name, err)
+	next := w.spare
+	w.spare = nil
+	if next == nil {
+		var err error
+		if next, err = createSpare(w.fsys, w.dir, w.segSize); err != nil {
+			return err
+		}
 	}
-	// Every record of the sealed segment is durable now.
-	w.durable.Store(w.nextSeq)
-	if err := w.f.Close(); err != nil {
-		return fmt.Errorf("wal: close %s: %w", w.name, err)
+	hdr := make([]byte, headerPage)
+	frame.PutFileHeader(hdr, frame.FileHeader{Kind: frame.FileWAL, FirstSeq: w.nextSeq})
+	if _, err := next.WriteAt(hdr, 0); err != nil {
+		next.Close()
+		return fmt.Errorf("wal: start segment %s: %w", segmentName(w.nextSeq), err)
 	}
-	w.f = nil
-	f, name, err := createSegment(w.fsys, w.dir, w.nextSeq, w.segSize)
-	if err != nil {
-		return err
-	}
+	job := &sealJob{old: w.f, oldName: w.name, next: next, nextName: segmentName(w.nextSeq), nextSeq: w.nextSeq, done: make(chan struct{})}
+	w.pending = job
+	w.seals <- job
 	w.segments.Add(1)
-	w.f, w.name = f, name
+	w.f, w.name = next, job.nextName
 	w.firstSeq, w.count = w.nextSeq, 0
 	w.startPos, w.startOff = pos, headerPage
 	w.mark, w.markWritten = frame.Mark{}, frame.Mark{}
 	return nil
 }
 
+// waitSeal waits for the seal in flight, if any, and returns its error.
+// Flusher only.
+func (w *segWriter) waitSeal() error {
+	job := w.pending
+	if job == nil {
+		return nil
+	}
+	<-job.done
+	w.pending = nil
+	if job.spare != nil {
+		w.spare = job.spare
+	}
+	return job.err
+}
+
+// sealLoop is the sealer goroutine: it makes each rotation durable in
+// order, and prepares the next spare file. It exits when seals is closed.
+func (w *segWriter) sealLoop() {
+	defer close(w.sealed)
+	var failed error
+	for job := range w.seals {
+		if failed == nil {
+			failed = w.seal(job)
+			if failed == nil {
+				// Prepare the next rotation's file now, off the write path.
+				job.spare, job.spareErr = createSpare(w.fsys, w.dir, w.segSize)
+			}
+		} else {
+			job.old.Close()
+		}
+		job.err = failed
+		close(job.done)
+	}
+}
+
+func (w *segWriter) seal(job *sealJob) error {
+	if err := job.old.Sync(); err != nil {
+		job.old.Close()
+		return fmt.Errorf("wal: seal %s: fdatasync: %w", job.oldName, err)
+	}
+	if err := job.old.Close(); err != nil {
+		return fmt.Errorf("wal: close %s: %w", job.oldName, err)
+	}
+	// The new segment's header must be durable before its name is.
+	if err := job.next.Sync(); err != nil {
+		return fmt.Errorf("wal: start segment %s: fdatasync: %w", job.nextName, err)
+	}
+	if err := w.fsys.Rename(filepath.Join(w.dir, spareName), filepath.Join(w.dir, job.nextName)); err != nil {
+		return fmt.Errorf("wal: start segment %s: %w", job.nextName, err)
+	}
+	if err := w.fsys.SyncDir(w.dir); err != nil {
+		return fmt.Errorf("wal: start segment %s: sync directory: %w", job.nextName, err)
+	}
+	storeMax(&w.durable, job.nextSeq) // every record of the sealed segment
+	return nil
+}
+
+// createSpare creates and preallocates the spare file.
+func createSpare(fsys vfs.FS, dir string, size int64) (vfs.File, error) {
+	f, err := fsys.OpenFile(filepath.Join(dir, spareName), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("wal: create spare segment: %w", err)
+	}
+	if err := f.Preallocate(0, size); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("wal: preallocate spare segment: %w", err)
+	}
+	return f, nil
+}
+
+func storeMax(a *atomic.Uint64, v uint64) {
+	for {
+		old := a.Load()
+		if old >= v || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
 // Sync implements engine.Sink: it writes the mark of the previous sync into
 // the header, then fdatasyncs the segment.
 func (w *segWriter) Sync() error {
+	// Records in a segment whose seal (and renaming) is in flight are not
+	// durable until it is done.
+	if err := w.waitSeal(); err != nil {
+		return err
+	}
 	if w.mark != w.markWritten {
 		frame.PutMark(w.markBuf[:], w.mark)
 		if _, err := w.f.WriteAt(w.markBuf[:], frame.MarkOffset); err != nil {
@@ -169,7 +295,7 @@ func (w *segWriter) Sync() error {
 	}
 	// Only whole records count: frameStart is the end of the last one.
 	w.mark = frame.Mark{DurableEnd: w.fileOff(w.frameStart), NextSeq: w.nextSeq}
-	w.durable.Store(w.nextSeq)
+	storeMax(&w.durable, w.nextSeq)
 	return nil
 }
 
@@ -177,11 +303,23 @@ func (w *segWriter) Sync() error {
 // engine's last sync), syncs it and closes the file. Called after the
 // engine has stopped.
 func (w *segWriter) closeFile(synced bool) error {
-	if w.f == nil {
-		return nil
+	serr := w.waitSeal()
+	if w.seals != nil {
+		close(w.seals)
+		<-w.sealed
+		w.seals = nil
 	}
-	var err error
-	if synced && w.mark != w.markWritten {
+	if w.spare != nil {
+		w.spare.Close()
+		w.spare = nil
+		// A spare never holds records; leave the directory as it was.
+		w.fsys.Remove(filepath.Join(w.dir, spareName))
+	}
+	if w.f == nil {
+		return serr
+	}
+	err := serr
+	if err == nil && synced && w.mark != w.markWritten {
 		frame.PutMark(w.markBuf[:], w.mark)
 		if _, err = w.f.WriteAt(w.markBuf[:], frame.MarkOffset); err == nil {
 			err = w.f.Sync()
