@@ -212,9 +212,14 @@ func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, r
 		}
 	}
 	// The records found may have been only in the page cache of a process
-	// that died: make them durable before calling them so.
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("wal: fdatasync %s: %w", s.name, err)
+	// that died: make them durable before calling them so, unless a
+	// completed sync already covered them all (a clean Close) and nothing
+	// was cut. (The preallocation need not be durable: a shorter file only
+	// grows again.)
+	if r.mark.DurableEnd != end || rec.TruncatedBytes > 0 {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("wal: fdatasync %s: %w", s.name, err)
+		}
 	}
 	return nil
 }

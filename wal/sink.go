@@ -319,13 +319,20 @@ func (w *segWriter) closeFile(synced bool) error {
 		return serr
 	}
 	err := serr
-	if err == nil && synced && w.mark != w.markWritten {
-		frame.PutMark(w.markBuf[:], w.mark)
-		if _, err = w.f.WriteAt(w.markBuf[:], frame.MarkOffset); err == nil {
-			err = w.f.Sync()
+	if err == nil && synced {
+		// Drop the preallocated zeros after the last record, so the next
+		// Open's scan ends at EOF instead of reading them (it preallocates
+		// again), and record the final durable state.
+		// Everything written is synced: the last whole record ends the data.
+		w.mark = frame.Mark{DurableEnd: w.fileOff(w.frameStart), NextSeq: w.nextSeq}
+		if err = w.f.Truncate(w.mark.DurableEnd); err == nil {
+			frame.PutMark(w.markBuf[:], w.mark)
+			if _, err = w.f.WriteAt(w.markBuf[:], frame.MarkOffset); err == nil {
+				err = w.f.Sync()
+			}
 		}
 		if err != nil {
-			err = fmt.Errorf("wal: write final mark %s: %w", w.name, err)
+			err = fmt.Errorf("wal: close %s: %w", w.name, err)
 		}
 	}
 	if cerr := w.f.Close(); err == nil && cerr != nil {
