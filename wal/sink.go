@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/engine"
 	"github.com/appendlog/appendlog/internal/vfs"
 )
 
@@ -55,12 +56,17 @@ type segWriter struct {
 	sealed chan struct{} // closed when the sealer exits
 	// pending is the seal in flight, or nil. Flusher only.
 	pending *sealJob
+	// syncing is closed when the sync in flight on the current file (see
+	// PrepareSync) is done; nil if none. Flusher only.
+	syncing chan struct{}
 
 	// durable is the sequence number after the last durable record.
 	durable atomic.Uint64
 	// segments counts segments created (for stats and tests).
 	segments atomic.Int64
 }
+
+var _ engine.PipelinedSink = (*segWriter)(nil)
 
 // fileOff returns the segment file offset of engine position pos.
 func (w *segWriter) fileOff(pos uint64) int64 {
@@ -159,6 +165,7 @@ type sealJob struct {
 // recovery assumes, and records in a segment still under spareName are
 // never reported durable: Sync waits for the seal first.
 func (w *segWriter) rotate(pos uint64) error {
+	w.waitSyncing()
 	if err := w.waitSeal(); err != nil {
 		return err
 	}
@@ -275,34 +282,66 @@ func storeMax(a *atomic.Uint64, v uint64) {
 	}
 }
 
-// Sync implements engine.Sink: it writes the mark of the previous sync into
-// the header, then fdatasyncs the segment.
-func (w *segWriter) Sync() error {
-	// Records in a segment whose seal (and renaming) is in flight are not
-	// durable until it is done.
-	if err := w.waitSeal(); err != nil {
-		return err
-	}
-	if w.mark != w.markWritten {
+// Sync implements engine.Sink.
+func (w *segWriter) Sync() error { return w.PrepareSync()() }
+
+// PrepareSync implements engine.PipelinedSink: it captures, on the flusher,
+// what a sync started now covers, and returns the function the engine's
+// syncer runs while the flusher goes on writing: wait for a seal in flight
+// (records of a segment are durable only once it has its name), write the
+// mark of the previous sync into the header, fdatasync, and publish the
+// new durable sequence number.
+//
+// The mark a sync writes describes the sync before it, which the engine
+// finished before calling PrepareSync again: the header never claims more
+// than a completed sync covered.
+func (w *segWriter) PrepareSync() func() error {
+	seal := w.pending
+	f, name := w.f, w.name
+	writeMark := w.mark != w.markWritten
+	if writeMark {
 		frame.PutMark(w.markBuf[:], w.mark)
-		if _, err := w.f.WriteAt(w.markBuf[:], frame.MarkOffset); err != nil {
-			return fmt.Errorf("wal: write mark %s: %w", w.name, err)
-		}
 		w.markWritten = w.mark
 	}
-	if err := w.f.Sync(); err != nil {
-		return fmt.Errorf("wal: fdatasync %s: %w", w.name, err)
-	}
-	// Only whole records count: frameStart is the end of the last one.
+	// True once this sync completes; written into the header by the next.
 	w.mark = frame.Mark{DurableEnd: w.fileOff(w.frameStart), NextSeq: w.nextSeq}
-	storeMax(&w.durable, w.nextSeq)
-	return nil
+	next := w.nextSeq
+	done := make(chan struct{})
+	w.syncing = done // rotate must not hand f to the sealer while we sync it
+	return func() error {
+		defer close(done)
+		if seal != nil {
+			<-seal.done
+			if seal.err != nil {
+				return seal.err
+			}
+		}
+		if writeMark {
+			if _, err := f.WriteAt(w.markBuf[:], frame.MarkOffset); err != nil {
+				return fmt.Errorf("wal: write mark %s: %w", name, err)
+			}
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("wal: fdatasync %s: %w", name, err)
+		}
+		storeMax(&w.durable, next)
+		return nil
+	}
+}
+
+// waitSyncing waits for a sync in flight on the current file. Flusher only.
+func (w *segWriter) waitSyncing() {
+	if w.syncing != nil {
+		<-w.syncing
+		w.syncing = nil
+	}
 }
 
 // closeFile writes the final mark (everything written is durable after the
 // engine's last sync), syncs it and closes the file. Called after the
 // engine has stopped.
 func (w *segWriter) closeFile(synced bool) error {
+	w.waitSyncing()
 	serr := w.waitSeal()
 	if w.seals != nil {
 		close(w.seals)

@@ -96,6 +96,19 @@ type Sink interface {
 	Sync() error
 }
 
+// PipelinedSink is a Sink whose syncs may overlap further writes: the
+// engine then runs each sync on a syncer goroutine while the flusher goes
+// on writing, so a slow fdatasync does not stall the write path. The
+// engine never has two syncs in flight, and calls Sync only through
+// PrepareSync.
+type PipelinedSink interface {
+	Sink
+	// PrepareSync is called on the flusher goroutine. It returns a function
+	// that makes every byte written before the call durable; the engine
+	// calls it on another goroutine, concurrently with later Writes.
+	PrepareSync() func() error
+}
+
 // SyncMode says when the flusher calls Sink.Sync on its own. Explicit
 // requests (Sync, WaitSynced, Close) are always honoured.
 type SyncMode int

@@ -555,3 +555,107 @@ func BenchmarkClaimCommit(b *testing.B) {
 		})
 	}
 }
+
+// pipeSink is a PipelinedSink: PrepareSync captures how many bytes were
+// written; the returned function is slow, and marks them synced.
+type pipeSink struct {
+	memSink
+	inflight atomic.Int32
+	overlap  atomic.Int32 // writes that ran while a sync was in flight
+}
+
+func (s *pipeSink) Write(pos uint64, a, b []byte) error {
+	if s.inflight.Load() != 0 {
+		s.overlap.Add(1)
+	}
+	return s.memSink.Write(pos, a, b)
+}
+
+func (s *pipeSink) PrepareSync() func() error {
+	s.mu.Lock()
+	n := uint64(len(s.data))
+	s.mu.Unlock()
+	return func() error {
+		if s.inflight.Add(1) != 1 {
+			s.t.Error("two syncs in flight")
+		}
+		defer s.inflight.Add(-1)
+		time.Sleep(500 * time.Microsecond)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.syncs++
+		if s.syncErr != nil {
+			return s.syncErr
+		}
+		s.syncedAt = append(s.syncedAt, n)
+		return nil
+	}
+}
+
+func TestPipelinedSyncOverlapsWritesAndCoversOnlyWhatItSaw(t *testing.T) {
+	sink := &pipeSink{memSink: memSink{t: t}}
+	e, err := New(Config{Size: 1 << 20, Sync: SyncBatch, BatchBytes: 4096, BatchAge: time.Millisecond}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			buf := make([]byte, 100)
+			for i := range 400 {
+				c, err := putRecord(e, g, len(buf), uint32(i), buf)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%20 == 0 {
+					if err := e.WaitSynced(context.Background(), c.Pos+100); err != nil {
+						t.Error(err)
+						return
+					}
+					sink.mu.Lock()
+					covered := sink.syncedAt[len(sink.syncedAt)-1]
+					sink.mu.Unlock()
+					if covered < c.Pos+100 {
+						t.Errorf("WaitSynced(%d) returned after a sync that covered %d bytes", c.Pos+100, covered)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]uint32, 8)
+	for i := range want {
+		want[i] = 400
+	}
+	checkStream(t, sink.bytes(), 0, want)
+	if last := sink.syncedAt[len(sink.syncedAt)-1]; last != uint64(len(sink.bytes())) {
+		t.Fatalf("Close left %d of %d bytes unsynced", uint64(len(sink.bytes()))-last, len(sink.bytes()))
+	}
+	if sink.overlap.Load() == 0 {
+		t.Fatalf("no write overlapped a sync: the sync is not pipelined")
+	}
+}
+
+func TestPipelinedSyncErrorIsSticky(t *testing.T) {
+	sink := &pipeSink{memSink: memSink{t: t, syncErr: errors.New("EIO")}}
+	e, _ := New(Config{Size: MinSize}, sink)
+	c, _ := e.Claim(10, 1)
+	e.Put(c, 0, make([]byte, 10))
+	e.Commit(c)
+	if err := e.Sync(context.Background()); err == nil || err.Error() != "EIO" {
+		t.Fatalf("Sync: %v", err)
+	}
+	if _, err := e.Claim(10, 1); err == nil {
+		t.Fatal("claim after failed pipelined sync succeeded")
+	}
+	if err := e.Close(); err == nil {
+		t.Fatal("Close hid the failure")
+	}
+	if sink.syncs != 1 {
+		t.Fatalf("failed fsync was retried: %d calls", sink.syncs)
+	}
+}

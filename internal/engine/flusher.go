@@ -41,21 +41,76 @@ func (e *Engine) flushLoop() {
 	lastSync := time.Now()
 	var dataSince time.Time // when the flusher first saw the oldest unsynced byte
 	stopping := false
+
+	// A PipelinedSink's syncs run on the syncer goroutine while the flusher
+	// goes on writing; at most one is in flight (syncTarget: the written
+	// position it covers, 0 if none).
+	ps, pipelined := e.sink.(PipelinedSink)
+	var syncTarget uint64
+	var syncStarted time.Time
+	var jobs chan func() error
+	var results chan error
+	if pipelined {
+		jobs = make(chan func() error) // unbuffered: the syncer is idle when one is sent
+		results = make(chan error, 1)  // the syncer never waits for the flusher
+		syncerDone := make(chan struct{})
+		go func() {
+			defer close(syncerDone)
+			for fn := range jobs {
+				results <- fn()
+				e.wake()
+			}
+		}()
+		defer func() {
+			close(jobs)
+			<-syncerDone
+		}()
+	}
+	// syncDone records a completed sync of everything below target.
+	syncDone := func(target uint64, started time.Time) {
+		gather.end(e)
+		e.stats.syncs.Add(1)
+		e.synced.Store(target)
+		lastSync = time.Now()
+		dataSince = time.Time{}
+		if e.written.Load() > target {
+			dataSince = started // the oldest unsynced byte came after the sync began
+		}
+	}
 	for {
 		fired := false
-		if !stopping {
+		var res error
+		gotResult := false
+		switch {
+		case stopping && syncTarget != 0:
+			res, gotResult = <-results, true
+		case !stopping:
 			select {
 			case <-e.kick:
 			case <-timer.C:
 				timerAt = time.Time{}
 				fired = true
+			case res = <-results:
+				gotResult = true
 			case <-e.stop:
 				stopping = true
 			}
 		}
 		e.idle.Store(false)
+		if gotResult {
+			if res != nil {
+				e.fail(res)
+			} else {
+				syncDone(syncTarget, syncStarted)
+				e.progress.broadcast()
+			}
+			syncTarget = 0
+		}
 		if e.failed.Load() != nil {
 			if stopping {
+				if syncTarget != 0 {
+					<-results // let the syncer finish before the sink is closed
+				}
 				return
 			}
 			e.progress.broadcast() // nothing more is written; keep waiters informed until Close
@@ -89,17 +144,22 @@ func (e *Engine) flushLoop() {
 					needSync = dueBatch || w-s >= uint64(cfg.BatchBytes)
 				}
 			}
-			if needSync {
+			switch {
+			case !needSync:
+			case pipelined && syncTarget != 0:
+				// One sync in flight; its completion brings the loop round.
+			case pipelined:
 				gather.begin(e)
+				syncTarget, syncStarted = w, time.Now()
+				jobs <- ps.PrepareSync()
+			default:
+				gather.begin(e)
+				started := time.Now()
 				if err := e.sink.Sync(); err != nil {
 					e.fail(err)
 					continue
 				}
-				gather.end(e)
-				e.stats.syncs.Add(1)
-				e.synced.Store(w)
-				lastSync = time.Now()
-				dataSince = time.Time{}
+				syncDone(w, started)
 				progressed = true
 			}
 		}
@@ -112,10 +172,10 @@ func (e *Engine) flushLoop() {
 		if stopping {
 			// Close set the closed bit before stop, so pos is final: wait
 			// for the last producers to commit, then write and sync it all.
-			if w >= pos && s >= pos {
+			if w >= pos && s >= pos && syncTarget == 0 {
 				return
 			}
-			if !progressed {
+			if !progressed && syncTarget == 0 {
 				time.Sleep(10 * time.Microsecond)
 			}
 			continue
