@@ -135,6 +135,9 @@ type Config struct {
 	// FlushBytes wakes the flusher each time this many bytes have been
 	// claimed since the last wake. Default Size/4.
 	FlushBytes int
+	// MaxWrite bounds the bytes of one Sink.Write; space is released after
+	// each. Default max(Size/8, BlockSize).
+	MaxWrite int
 	// FlushInterval bounds how long committed bytes wait in the ring before
 	// the flusher writes them when no other trigger fires. Default
 	// DefaultFlushInterval.
@@ -170,8 +173,11 @@ func (c *Config) fill() error {
 	if c.FlushBytes <= 0 {
 		c.FlushBytes = c.Size / 4
 	}
-	// The wake test divides positions by FlushBytes; keep it a power of two.
+	// The wake test shifts positions by log2(FlushBytes): a power of two.
 	c.FlushBytes = 1 << (bits.Len(uint(c.FlushBytes)) - 1)
+	if c.MaxWrite <= 0 {
+		c.MaxWrite = max(c.Size/8, c.BlockSize)
+	}
 	if c.FlushInterval <= 0 {
 		c.FlushInterval = DefaultFlushInterval
 	}
@@ -228,6 +234,7 @@ type Engine struct {
 	buf   []byte
 	mask  uint64
 	shift uint // log2(BlockSize)
+	fbits uint // log2(FlushBytes)
 	blk   []counter
 
 	// tail is the packed claim word (see the package doc).
@@ -268,7 +275,7 @@ type Engine struct {
 
 	// progress is broadcast whenever written, synced or released advance,
 	// and on failure and close.
-	progress broadcaster
+	progress Broadcaster
 
 	closeOnce sync.Once
 	closeErr  error
@@ -292,6 +299,7 @@ func New(cfg Config, sink Sink) (*Engine, error) {
 		buf:   make([]byte, cfg.Size),
 		mask:  uint64(cfg.Size - 1),
 		shift: uint(bits.TrailingZeros(uint(cfg.BlockSize))),
+		fbits: uint(bits.TrailingZeros(uint(cfg.FlushBytes))),
 		blk:   make([]counter, cfg.Size/cfg.BlockSize),
 		kick:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
@@ -417,7 +425,7 @@ func (e *Engine) waitSpace(need uint64, deadline time.Time, spins int) {
 		tc = timer.C
 	}
 	for {
-		ch := e.progress.wait()
+		ch := e.progress.Wait()
 		if e.released.Load() >= need || e.failed.Load() != nil || e.tail.Load()&closedBit != 0 {
 			return
 		}
@@ -465,8 +473,7 @@ func (e *Engine) Commit(c Claim) {
 		e.blk[(pos&e.mask)>>e.shift].v.Add(d)
 		pos += n
 	}
-	fb := uint64(e.cfg.FlushBytes)
-	if c.Pos/fb != end/fb || e.waiters.Load() != 0 || e.idle.Load() {
+	if c.Pos>>e.fbits != end>>e.fbits || e.waiters.Load() != 0 || e.idle.Load() {
 		e.wake()
 	}
 }
@@ -570,7 +577,7 @@ func (e *Engine) await(ctx context.Context, v *atomic.Uint64, want uint64) error
 	defer e.waiters.Add(-1)
 	e.wake()
 	for {
-		ch := e.progress.wait()
+		ch := e.progress.Wait()
 		if cond() {
 			return nil
 		}
@@ -620,7 +627,7 @@ func (e *Engine) Close() error {
 		}
 		close(e.stop)
 		<-e.done
-		e.progress.broadcast()
+		e.progress.Broadcast()
 		e.closeErr = e.Err()
 	})
 	return e.closeErr
@@ -629,7 +636,7 @@ func (e *Engine) Close() error {
 // fail records the first sink error and wakes everyone.
 func (e *Engine) fail(err error) {
 	e.failed.CompareAndSwap(nil, &err)
-	e.progress.broadcast()
+	e.progress.Broadcast()
 }
 
 // Stats is a snapshot of the engine's counters.
@@ -655,13 +662,17 @@ func (e *Engine) Stats() Stats {
 	}
 }
 
-// broadcaster wakes every goroutine waiting on the channel it handed out.
-type broadcaster struct {
+// Broadcaster wakes every goroutine waiting on the channel it handed out.
+// The zero value is ready to use. The pattern: ch := b.Wait(), check the
+// condition, then block on ch; whoever changes the condition calls
+// Broadcast after changing it, so no wake-up is lost.
+type Broadcaster struct {
 	mu sync.Mutex
 	ch chan struct{} // Protected by mu; nil when nobody waits.
 }
 
-func (b *broadcaster) wait() <-chan struct{} {
+// Wait returns a channel that the next Broadcast closes.
+func (b *Broadcaster) Wait() <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.ch == nil {
@@ -670,7 +681,8 @@ func (b *broadcaster) wait() <-chan struct{} {
 	return b.ch
 }
 
-func (b *broadcaster) broadcast() {
+// Broadcast wakes every goroutine waiting on a channel from Wait.
+func (b *Broadcaster) Broadcast() {
 	b.mu.Lock()
 	if b.ch != nil {
 		close(b.ch)

@@ -15,7 +15,7 @@ import (
 // (FlushInterval, BatchAge, SyncEvery), or Close.
 func (e *Engine) flushLoop() {
 	defer close(e.done)
-	defer e.progress.broadcast()
+	defer e.progress.Broadcast()
 
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -102,7 +102,7 @@ func (e *Engine) flushLoop() {
 				e.fail(res)
 			} else {
 				syncDone(syncTarget, syncStarted)
-				e.progress.broadcast()
+				e.progress.Broadcast()
 			}
 			syncTarget = 0
 		}
@@ -113,7 +113,7 @@ func (e *Engine) flushLoop() {
 				}
 				return
 			}
-			e.progress.broadcast() // nothing more is written; keep waiters informed until Close
+			e.progress.Broadcast() // nothing more is written; keep waiters informed until Close
 			continue
 		}
 
@@ -164,7 +164,7 @@ func (e *Engine) flushLoop() {
 			}
 		}
 		if progressed {
-			e.progress.broadcast()
+			e.progress.Broadcast()
 		}
 
 		pos, _ = e.Tail()
@@ -268,22 +268,30 @@ func minDur(a, b time.Duration) time.Duration {
 	return max(min(a, b), 0)
 }
 
-// writeCommitted hands every committed byte to the sink and releases the
-// blocks that were fully written. It reports whether anything was written.
+// writeCommitted hands every committed byte to the sink, in writes of at
+// most MaxWrite bytes, releasing the blocks each write finished before the
+// next, so producers waiting for space need not wait for the whole range.
+// It reports whether anything was written.
 func (e *Engine) writeCommitted() bool {
 	w := e.written.Load()
 	end := e.frontier(w)
 	if end == w {
 		return false
 	}
-	a, b := e.slices(w, end)
-	if err := e.sink.Write(w, a, b); err != nil {
-		e.fail(err)
-		return false
+	for w < end {
+		next := min(end, w+uint64(e.cfg.MaxWrite))
+		a, b := e.slices(w, next)
+		if err := e.sink.Write(w, a, b); err != nil {
+			e.fail(err)
+			return false
+		}
+		e.stats.flushes.Add(1)
+		e.written.Store(next)
+		if e.release(next) && e.waiters.Load() != 0 {
+			e.progress.Broadcast()
+		}
+		w = next
 	}
-	e.stats.flushes.Add(1)
-	e.written.Store(end)
-	e.release(end)
 	return true
 }
 
@@ -325,14 +333,14 @@ func (e *Engine) slices(from, to uint64) (a, b []byte) {
 	return e.buf[s:], e.buf[:n-(uint64(len(e.buf))-s)]
 }
 
-// release frees the blocks below written (rounded down to a block).
-// REQUIRES: called by the flusher.
-func (e *Engine) release(written uint64) {
+// release frees the blocks below written (rounded down to a block) and
+// reports whether it freed any. REQUIRES: called by the flusher.
+func (e *Engine) release(written uint64) bool {
 	bs := uint64(e.cfg.BlockSize)
 	r := e.released.Load()
 	upto := written &^ (bs - 1)
 	if upto <= r {
-		return
+		return false
 	}
 	seq := e.releasedSeq.Load()
 	for p := r; p < upto; p += bs {
@@ -342,4 +350,5 @@ func (e *Engine) release(written uint64) {
 	}
 	e.releasedSeq.Store(seq)
 	e.released.Store(upto)
+	return true
 }
