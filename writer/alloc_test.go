@@ -1,0 +1,67 @@
+package writer
+
+import (
+	"io"
+	"testing"
+	"time"
+)
+
+// TestZeroAllocs pins the zero-allocation Write paths. AllocsPerRun counts
+// allocations of every goroutine, the flusher's included.
+func TestZeroAllocs(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage instrumentation allocates")
+	}
+	rec := make([]byte, 128)
+	rec[127] = '\n'
+	check := func(name string, w Writer) {
+		t.Helper()
+		w.Write(rec) // warm up
+		if n := testing.AllocsPerRun(5000, func() { w.Write(rec) }); n != 0 {
+			t.Errorf("%s: %v allocs per Write", name, n)
+		}
+		if err := w.Close(); err != nil {
+			t.Errorf("%s: close: %v", name, err)
+		}
+	}
+	mustRing := func(r *Ring, err error) *Ring {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	check("ring/discard", mustRing(NewRing(io.Discard, nil)))
+	check("ring/discard-drop-markers", mustRing(NewRing(io.Discard, &RingOptions{Full: Drop, DropMarkers: true})))
+	check("ring/discard-timeout", mustRing(NewRing(io.Discard, &RingOptions{BlockTimeout: time.Second})))
+	r, _ := openRingFile(t, nil)
+	check("ring/file", r)
+	r, _ = openRingFile(t, &RingOptions{Direct: true})
+	check("ring/direct", r)
+
+	// A full ring in Drop mode: every Write is dropped (and re-counted for
+	// the marker) without allocating.
+	g := &gateWriter{open: make(chan struct{})}
+	full := mustRing(NewRing(g, &RingOptions{Size: 64 << 10, Full: Drop, DropMarkers: true}))
+	for full.Stats().DroppedRecords == 0 {
+		full.Write(rec)
+	}
+	if n := testing.AllocsPerRun(5000, func() { full.Write(rec) }); n != 0 {
+		t.Errorf("ring/dropping: %v allocs per Write", n)
+	}
+	close(g.open)
+	full.Close()
+
+	check("direct/discard", NewDirect(io.Discard))
+	check("buffered/discard", NewBuffered(io.Discard, 0))
+	s, err := NewSlab(io.Discard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("slab/discard", s)
+	m, err := OpenMmap(t.TempDir()+"/m.log", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("mmap/file", m)
+}

@@ -1,0 +1,104 @@
+// Package writer provides asynchronous io.Writers for logs: Ring, the
+// flagship, and the reference strategies it is measured against (Direct,
+// Buffered, Slab, Mmap). Each is an io.Writer with Sync, so it plugs into
+// log/slog (slog.NewJSONHandler(ring, nil)), the standard log package
+// (log.New(ring, "", 0)), zap (as a zapcore.WriteSyncer) or zerolog.
+//
+// # Records
+//
+// Every Write call is one record. A record is written whole: never split,
+// never interleaved with another, even with many goroutines writing at
+// once. Text logs stay plain bytes: the writers add nothing between
+// records (except Ring's optional drop markers, below). Write copies p, so
+// the caller may reuse it at once; Ring.Write does not allocate.
+//
+// # Ring
+//
+// A Ring is a claim/commit ring buffer (internal/engine) drained by one
+// flusher goroutine:
+//
+//	producer:  claim len(p) bytes (one CAS) -> copy p -> commit (one atomic add)
+//	flusher:   write the committed bytes, in claim order, in large batches
+//
+// The order of records in the output is the order in which their Write
+// calls claimed space: one total order across goroutines, and each
+// goroutine's records in the order it wrote them. The ring's memory
+// (RingOptions.Size, 8 MiB by default) bounds what is buffered.
+//
+// The sink is a file opened by OpenFile (positional writes at the end of
+// the file; with RingOptions.Direct, O_DIRECT writes of whole 4 KiB blocks
+// from an aligned staging buffer, the partial last block rewritten in place
+// and the file truncated to its true length on Close) or any io.Writer
+// passed to NewRing, such as a network connection.
+//
+// The flusher writes when a quarter of the ring has filled, when Flush,
+// Sync or Close ask, and otherwise at most FlushInterval (100 ms by
+// default) after a record was written to an idle ring.
+//
+// # Durability contract
+//
+//	| call returns           | guarantee                                                       |
+//	|------------------------|-----------------------------------------------------------------|
+//	| Write                  | the record is in the buffer and will be written, in order; or  |
+//	|                        | it was dropped and counted (Drop policy or BlockTimeout)       |
+//	| Flush(ctx)             | every record written before the call was handed to the OS      |
+//	|                        | (page cache; the device itself for O_DIRECT; w.Write for an    |
+//	|                        | io.Writer sink)                                                |
+//	| Sync(), SyncContext    | Flush, then fdatasync (w.Sync for an io.Writer that has one)   |
+//	| Close(), CloseContext  | Flush and Sync of every record accepted before Close, the      |
+//	|                        | flusher goroutine joined, the file closed (OpenFile)           |
+//
+// These hold for every writer in the package; for Direct and Mmap a
+// returned Write is already handed to the OS, and for Buffered and Slab
+// Flush writes from the calling goroutine or waits for the flusher.
+//
+// # Full buffer
+//
+// When the ring is full, Write waits for space (Block, the default), waits
+// at most RingOptions.BlockTimeout, or returns at once (Drop). A record
+// that is not stored is dropped and counted, and Write returns len(p) and a
+// nil error: the record was accepted and dropped. The accounting is exact:
+// once the Ring is closed, Stats().Records == WrittenRecords +
+// DroppedRecords, and the same for bytes. With RingOptions.DropMarkers the
+// stream also says where records went missing: the first record written
+// after drops is preceded by a line
+//
+//	appendlog: N records dropped
+//
+// and Close writes one for the drops not yet reported. Markers are not
+// records (Stats counts them apart). Drops that race with Close are counted
+// but may miss the final marker.
+//
+// # Errors
+//
+// A failed write or fdatasync of a file is sticky: the page cache may have
+// dropped the data, so the Ring stops, and every later call (Write, Flush,
+// Sync, Close) returns the error. A failed write to an io.Writer sink (a
+// network connection that hiccups) is retried instead: the bytes not yet
+// written are written again, in order, after a pause that doubles from
+// RetryBackoff to RetryMaxBackoff; each failure is counted
+// (Stats.Retries) and passed to RingOptions.OnError. Meanwhile the ring
+// fills and producers block (or drop). The Ring gives up, making the error
+// sticky, after RetryLimit consecutive failures if set, or when Close's
+// timeout (CloseContext's context) expires. Write after Close returns
+// ErrClosed; Close is idempotent.
+//
+// # Exiting
+//
+// os.Exit does not run deferred calls, so records still in a Ring would be
+// lost by a program that exits with os.Exit or log.Fatal. Use Exit, which
+// closes the writers first:
+//
+//	defer ring.Close() // normal return from main
+//	...
+//	writer.Exit(1, ring) // instead of os.Exit(1) or log.Fatal
+//
+// # Reference strategies
+//
+// Direct (one write(2) per record), Buffered (a page-aligned buffer under a
+// mutex), Slab (a pool of buffers and a flusher goroutine) and Mmap (copy
+// into a shared mapping of a file grown by chunks) implement the same
+// Writer interface and Stats, so benchmarks compare them with Ring on equal
+// terms. They are correct (records whole, in order, exactly once) but trade
+// speed for simplicity: all but Direct serialize producers on a mutex.
+package writer

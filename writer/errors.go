@@ -1,0 +1,22 @@
+package writer
+
+import (
+	"errors"
+
+	"github.com/appendlog/appendlog/internal/sys"
+)
+
+// These errors are returned by the writers of this package.
+var (
+	// ErrClosed is returned by Write, Flush and Sync called after Close.
+	ErrClosed = errors.New("writer: closed")
+	// ErrTooLarge is returned by Ring.Write for a record larger than the
+	// ring can hold (RingOptions.Size minus one commit block); records are
+	// never split.
+	ErrTooLarge = errors.New("writer: record larger than the buffer")
+	// ErrDirectUnsupported is wrapped by the error OpenFile returns when
+	// RingOptions.Direct is set and the platform or file system has no
+	// O_DIRECT. It is the same value as the internal sys error, so
+	// errors.Is matches either.
+	ErrDirectUnsupported = sys.ErrDirectUnsupported
+)

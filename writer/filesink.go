@@ -1,0 +1,62 @@
+package writer
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/appendlog/appendlog/internal/vfs"
+)
+
+// fileSink writes the ring's bytes to a regular file with positional
+// writes (pwrite, or pwritev when the range wraps around the ring) at the
+// offset it tracks, starting at the file's size when opened. Its methods
+// run on the flusher goroutine. Every error is sticky: a failed write or
+// fdatasync may have lost data the page cache held.
+type fileSink struct {
+	f   vfs.File
+	off int64     // file offset of the next byte. Flusher only.
+	iov [2][]byte // scratch for WritevAt, to avoid an allocation per flush
+}
+
+func openFileSink(fsys vfs.FS, path string, perm os.FileMode) (*fileSink, error) {
+	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE, perm)
+	if err != nil {
+		return nil, fmt.Errorf("writer: %w", err)
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("writer: %w", err)
+	}
+	return &fileSink{f: f, off: size}, nil
+}
+
+func (s *fileSink) Write(pos uint64, a, b []byte) error {
+	var err error
+	if len(b) == 0 {
+		_, err = s.f.WriteAt(a, s.off)
+	} else {
+		s.iov[0], s.iov[1] = a, b
+		_, err = s.f.WritevAt(s.iov[:], s.off)
+		s.iov[0], s.iov[1] = nil, nil // do not keep the ring reachable from here
+	}
+	if err != nil {
+		return fmt.Errorf("writer: write %s at offset %d: %w", s.f.Name(), s.off, err)
+	}
+	s.off += int64(len(a) + len(b))
+	return nil
+}
+
+func (s *fileSink) Sync() error {
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("writer: fdatasync %s: %w", s.f.Name(), err)
+	}
+	return nil
+}
+
+func (s *fileSink) close() error {
+	if err := s.f.Close(); err != nil {
+		return fmt.Errorf("writer: %w", err)
+	}
+	return nil
+}

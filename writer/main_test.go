@@ -1,0 +1,16 @@
+package writer
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(_exitChildEnv) != "" {
+		exitChild()
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
