@@ -94,6 +94,7 @@ errors.`,
 		return &usageError{err}
 	})
 	for _, c := range []*cobra.Command{
+		newBenchCmd(),
 		newLoadCmd(),
 		newVerifyCmd(),
 		newDumpCmd(),
