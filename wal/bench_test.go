@@ -481,20 +481,19 @@ func BenchmarkBaselineWriteSync(b *testing.B) {
 	}
 }
 
-// BenchmarkOpen times Open+Close of a 1 GiB log (64 MiB segments, 1 KiB
-// records) whose files are in the page cache. Open trusts sealed segments
-// by their footer and CRC-scans the tail segment, so the cost depends on
-// how full the tail is: tail=small has a few records in it, tail=full is
-// within a few records of sealing (the worst case, 1 GiB + ~64 MiB).
+// BenchmarkOpen times Open+Close of a 1 GiB log (default segment size,
+// 1 KiB records) whose files are in the page cache. Open trusts sealed
+// segments by their footer and CRC-scans the tail segment, so the cost
+// depends on how full the tail is: tail=small has a few records in it,
+// tail=full is within a few records of sealing (the worst case, 1 GiB plus
+// a full segment).
 func BenchmarkOpen(b *testing.B) {
 	if testing.Short() {
 		b.Skip("builds 2 GiB of logs")
 	}
-	const (
-		size   = 1024
-		sealed = 16 // 16 * 64 MiB = 1 GiB in sealed segments
-	)
+	const size = 1024
 	segSize := int64(wal.DefaultSegmentSize)
+	sealed := int((1 << 30) / segSize) // 1 GiB in sealed segments
 	// A segment is sealed after the record that brings its data to within
 	// a footer of SegmentSize.
 	room := segSize - frame.FooterSize - frame.FileHeaderSize
