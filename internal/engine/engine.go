@@ -136,7 +136,9 @@ type Config struct {
 	// claimed since the last wake. Default Size/4.
 	FlushBytes int
 	// MaxWrite bounds the bytes of one Sink.Write; space is released after
-	// each. Default max(Size/8, BlockSize).
+	// each. Default max(Size/8, min(Size/2, 1 MiB)): large rings release
+	// space every MiB, small ones still batch half the ring per write (a
+	// sink with a fixed cost per write needs the batching).
 	MaxWrite int
 	// FlushInterval bounds how long committed bytes wait in the ring before
 	// the flusher writes them when no other trigger fires. Default
@@ -176,7 +178,7 @@ func (c *Config) fill() error {
 	// The wake test shifts positions by log2(FlushBytes): a power of two.
 	c.FlushBytes = 1 << (bits.Len(uint(c.FlushBytes)) - 1)
 	if c.MaxWrite <= 0 {
-		c.MaxWrite = max(c.Size/8, c.BlockSize)
+		c.MaxWrite = max(c.Size/8, min(c.Size/2, 1<<20))
 	}
 	if c.FlushInterval <= 0 {
 		c.FlushInterval = DefaultFlushInterval
