@@ -43,14 +43,6 @@ func (k Kind) String() string {
 	}
 }
 
-// ceiling returns the name of the ceiling a kind is compared with.
-func (k Kind) ceiling() string {
-	if k == Device {
-		return "direct"
-	}
-	return "buffered"
-}
-
 // Strategy is one way of getting records into a file. Strategies returns
 // every strategy the package knows; a Strategy is a description plus the
 // unexported code that runs it.

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +52,7 @@ func testMain(m *testing.M) int {
 func buildCLI(out string) error {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return fmt.Errorf("build the CLI: no go command on PATH: %w", err)
 	}
 	args := []string{"build", "-buildvcs=false", "-o", out}
 	if raceEnabled {
