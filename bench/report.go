@@ -136,6 +136,10 @@ type Recommendation struct {
 	// Tied lists strategies whose fastest run reached the recommended
 	// strategy's median: within run-to-run spread of it.
 	Tied []string `json:"tied,omitempty"`
+	// ShortTail names a strategy whose p99.9 Write latency is under half
+	// the recommended one's while it keeps at least half its throughput:
+	// the better choice where the caller must not stall (logging).
+	ShortTail string `json:"short_tail,omitempty"`
 	// Text is the advice in one sentence.
 	Text string `json:"text"`
 }
@@ -291,6 +295,29 @@ func regime(rep *Report) string {
 
 // recommend picks, for every record size and writer count, the verified
 // strategy with the highest median MB/s.
+// shortTail returns the verified strategy with the lowest p99.9 latency
+// among those keeping at least half of best's median throughput, if its
+// p99.9 is under half of best's; else nil.
+func shortTail(group []Result, best *Result) *Result {
+	if best.P999Ns <= 0 {
+		return nil
+	}
+	var t *Result
+	for i := range group {
+		r := &group[i]
+		if r.Status != StatusOK || r == best || r.P999Ns <= 0 || r.MBPerSec.Median < best.MBPerSec.Median/2 {
+			continue
+		}
+		if t == nil || r.P999Ns < t.P999Ns {
+			t = r
+		}
+	}
+	if t == nil || 2*t.P999Ns >= best.P999Ns {
+		return nil
+	}
+	return t
+}
+
 func recommend(results []Result) []Recommendation {
 	type key struct{ size, writers int }
 	groups := make(map[key][]Result)
@@ -359,6 +386,11 @@ func recommend(results []Result) []Recommendation {
 		}
 		if len(notes) > 0 {
 			rec.Text += " (" + strings.Join(notes, "; ") + ")"
+		}
+		if t := shortTail(groups[k], best); t != nil {
+			rec.ShortTail = t.Strategy
+			rec.Text += fmt.Sprintf("; where a Write must not stall, use %s: p99.9 %s against %s, at %s of the throughput",
+				t.Strategy, formatNs(t.P999Ns), formatNs(best.P999Ns), formatPct(t.MBPerSec.Median/best.MBPerSec.Median*100))
 		}
 		out = append(out, rec)
 	}
