@@ -96,12 +96,10 @@ func Open(dir string, opts *Options) (*Log, error) {
 	l.w, l.rec = w, rec
 	w.seals = make(chan *sealJob, 1)
 	w.sealed = make(chan struct{})
+	// No spare segment yet: the first rotation creates one, and the sealer
+	// prepares each next one off the write path. Open and Close of a log
+	// that never rotates do no preallocation work for it.
 	go w.sealLoop()
-	if w.spare, err = createSpare(fsys, dir, o.SegmentSize); err != nil {
-		w.closeFile(false)
-		lock.Close()
-		return nil, err
-	}
 	l.eng, err = engine.New(engine.Config{
 		Size:          o.BufferSize,
 		FlushInterval: o.FlushInterval,

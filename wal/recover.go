@@ -71,31 +71,16 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 		// The tail segment is scanned even if it ends in a footer: a crash
 		// during its seal may have kept the footer but lost records before
 		// it (a power cut persists unsynced writes in any order).
-		// The tail segment: scan it.
 		if err := recoverTail(fsys, dir, s, o, w, &rec); err != nil {
 			return nil, rec, err
 		}
-		if rec.RemovedSegment != "" {
-			// It was an unfinished creation; continue after its predecessor.
-			f, name, err := createSegment(fsys, dir, next, o.SegmentSize)
-			if err != nil {
-				return nil, rec, err
-			}
-			w.f, w.name, w.firstSeq = f, name, next
-			w.startOff = headerPage
-		}
 	}
 	if w.f == nil {
-		// Empty log.
-		f, name, err := createSegment(fsys, dir, next, o.SegmentSize)
-		if err != nil {
+		// An empty log, or a tail that was removed (an unfinished creation:
+		// continue after its predecessor).
+		if err := w.startSegment(next); err != nil {
 			return nil, rec, err
 		}
-		w.f, w.name, w.firstSeq = f, name, next
-		w.startOff = headerPage
-	}
-	if w.count == 0 && w.nextSeq == 0 {
-		w.nextSeq = w.firstSeq
 	}
 	w.durable.Store(w.nextSeq)
 	rec.NextSeq = w.nextSeq
@@ -179,13 +164,7 @@ func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, r
 		if err != nil {
 			return fmt.Errorf("wal: finish seal of %s: %w", s.name, err)
 		}
-		nf, name, err := createSegment(fsys, dir, next, o.SegmentSize)
-		if err != nil {
-			return err
-		}
-		w.f, w.name, w.firstSeq, w.nextSeq = nf, name, next, next
-		w.startOff = headerPage
-		return nil
+		return w.startSegment(next)
 	}
 	w.f, w.name, w.firstSeq, w.count = f, s.name, s.firstSeq, next-s.firstSeq
 	w.startOff, w.startPos = end, 0

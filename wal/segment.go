@@ -158,9 +158,7 @@ func createSegment(fsys vfs.FS, dir string, firstSeq uint64, size int64) (vfs.Fi
 	if err := f.Preallocate(0, size); err != nil {
 		return fail(err)
 	}
-	hdr := make([]byte, headerPage)
-	frame.PutFileHeader(hdr, frame.FileHeader{Kind: frame.FileWAL, FirstSeq: firstSeq})
-	if _, err := f.WriteAt(hdr, 0); err != nil {
+	if _, err := f.WriteAt(headerPageFor(firstSeq), 0); err != nil {
 		return fail(err)
 	}
 	if err := f.Sync(); err != nil {
@@ -170,4 +168,24 @@ func createSegment(fsys vfs.FS, dir string, firstSeq uint64, size int64) (vfs.Fi
 		return fail(err)
 	}
 	return f, name, nil
+}
+
+// headerPageFor returns the header page of a segment whose first record
+// has sequence number firstSeq.
+func headerPageFor(firstSeq uint64) []byte {
+	hdr := make([]byte, headerPage)
+	frame.PutFileHeader(hdr, frame.FileHeader{Kind: frame.FileWAL, FirstSeq: firstSeq})
+	return hdr
+}
+
+// startSegment creates the segment that appends continue in, starting at
+// sequence number next, and points w at it.
+func (w *segWriter) startSegment(next uint64) error {
+	f, name, err := createSegment(w.fsys, w.dir, next, w.segSize)
+	if err != nil {
+		return err
+	}
+	w.f, w.name, w.firstSeq, w.nextSeq, w.count = f, name, next, next, 0
+	w.startOff, w.startPos = headerPage, 0
+	return nil
 }

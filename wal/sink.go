@@ -186,9 +186,7 @@ func (w *segWriter) rotate(pos uint64) error {
 			return err
 		}
 	}
-	hdr := make([]byte, headerPage)
-	frame.PutFileHeader(hdr, frame.FileHeader{Kind: frame.FileWAL, FirstSeq: w.nextSeq})
-	if _, err := next.WriteAt(hdr, 0); err != nil {
+	if _, err := next.WriteAt(headerPageFor(w.nextSeq), 0); err != nil {
 		next.Close()
 		return fmt.Errorf("wal: start segment %s: %w", segmentName(w.nextSeq), err)
 	}
