@@ -61,6 +61,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/appendlog/appendlog/internal/sys"
 )
 
 // Errors returned by the engine.
@@ -132,8 +134,12 @@ type Config struct {
 	// BlockSize is the commit-tracking granularity, a power of two.
 	// Default Size/64, at least 4 KiB.
 	BlockSize int
-	// FlushBytes wakes the flusher each time this many bytes have been
-	// claimed since the last wake. Default Size/4.
+	// FlushBytes is how many claimed bytes the flusher aims to write at a
+	// time: it paces its own wake-ups by the claim rate it observes, so
+	// that producers in the steady state never wake it (a wake-up of an
+	// idle thread is a futex call, tens of microseconds on a VM). A
+	// producer wakes it only when the ring is more than half full, when it
+	// waits, or when the flusher was idle. Default Size/4.
 	FlushBytes int
 	// MaxWrite bounds the bytes of one Sink.Write; space is released after
 	// each. Default max(Size/8, min(Size/2, 1 MiB)): large rings release
@@ -153,10 +159,12 @@ type Config struct {
 	BatchAge   time.Duration
 	// FirstSeq is the sequence number of the first claimed record.
 	FirstSeq uint64
-
-	// startPos is the first log position (a multiple of BlockSize). Tests
-	// set it near 1<<32 to exercise the packed word's wrap.
-	startPos uint64
+	// StartPos is the log position of the first claimed byte (default 0).
+	// It need not be block-aligned: a sink that writes a file can make log
+	// positions equal file offsets, so ring addresses and file offsets agree
+	// modulo the (4 KiB-aligned) ring, which O_DIRECT needs. Tests set it
+	// near 1<<32 to exercise the packed word's wrap.
+	StartPos uint64
 }
 
 func (c *Config) fill() error {
@@ -175,8 +183,6 @@ func (c *Config) fill() error {
 	if c.FlushBytes <= 0 {
 		c.FlushBytes = c.Size / 4
 	}
-	// The wake test shifts positions by log2(FlushBytes): a power of two.
-	c.FlushBytes = 1 << (bits.Len(uint(c.FlushBytes)) - 1)
 	if c.MaxWrite <= 0 {
 		c.MaxWrite = max(c.Size/8, min(c.Size/2, 1<<20))
 	}
@@ -233,18 +239,25 @@ func (c Claim) Len() int { return int(c.n) }
 type Engine struct {
 	cfg   Config
 	sink  Sink
-	buf   []byte
+	buf   []byte // aligned to sys.BlockSize
 	mask  uint64
-	shift uint // log2(BlockSize)
-	fbits uint // log2(FlushBytes)
+	half  uint64 // Size/2: a commit past released+half wakes the flusher
+	shift uint   // log2(BlockSize)
 	blk   []counter
 
-	// tail is the packed claim word (see the package doc).
+	// The fields below are grouped by who writes them, one cache line per
+	// group, so that a producer's claim and commit read lines that the
+	// flusher writes rarely (once per MaxWrite, or on a state change).
+
+	_ [64]byte
+	// tail is the packed claim word (see the package doc). Written by
+	// producers.
 	tail atomic.Uint64
 	_    [56]byte
 	// released is the position below which the ring may be overwritten.
 	// Written only by the flusher, after resetting the counters of the
-	// blocks it releases; always a multiple of BlockSize.
+	// blocks it releases; a multiple of BlockSize, except for StartPos
+	// rounded down before the first release.
 	released atomic.Uint64
 	// releasedSeq counts the records of the claims whose first block lies
 	// below released, so it never exceeds the sequence number of a claim
@@ -252,7 +265,15 @@ type Engine struct {
 	// least one byte and at most 2*MaxSize bytes flow between the reads in
 	// claim). Stored before released.
 	releasedSeq atomic.Uint64
-	_           [48]byte
+	failed      atomic.Pointer[error]
+	_           [40]byte
+	// waiters counts goroutines waiting on the flusher (space, flush or
+	// sync); while non-zero every commit kicks the flusher.
+	waiters atomic.Int32
+	// idle is set by the flusher when it sleeps with nothing to do; the next
+	// commit kicks it. The flusher stores it only when it changes.
+	idle atomic.Bool
+	_    [59]byte
 
 	written atomic.Uint64 // bytes handed to the sink. Written only by the flusher.
 	synced  atomic.Uint64 // bytes covered by a completed Sink.Sync. Written only by the flusher.
@@ -260,16 +281,8 @@ type Engine struct {
 	// Requests from waiters, raised with storeMax.
 	flushReq atomic.Uint64
 	syncReq  atomic.Uint64
-	// waiters counts goroutines waiting on the flusher (space, flush or
-	// sync); while non-zero every commit kicks the flusher.
-	waiters atomic.Int32
 	// arrivals counts waits begun (for group-commit gathering).
 	arrivals atomic.Uint64
-	// idle is set by the flusher when it sleeps with nothing to do; the next
-	// commit kicks it.
-	idle atomic.Bool
-
-	failed atomic.Pointer[error]
 
 	kick chan struct{} // capacity 1: a pending wake-up is one token.
 	stop chan struct{}
@@ -298,20 +311,26 @@ func New(cfg Config, sink Sink) (*Engine, error) {
 	e := &Engine{
 		cfg:   cfg,
 		sink:  sink,
-		buf:   make([]byte, cfg.Size),
+		buf:   sys.AlignedBuffer(cfg.Size),
 		mask:  uint64(cfg.Size - 1),
+		half:  uint64(cfg.Size / 2),
 		shift: uint(bits.TrailingZeros(uint(cfg.BlockSize))),
-		fbits: uint(bits.TrailingZeros(uint(cfg.FlushBytes))),
 		blk:   make([]counter, cfg.Size/cfg.BlockSize),
 		kick:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
-	e.tail.Store(pack(cfg.startPos, cfg.FirstSeq))
+	// The bytes of the first block before StartPos count as committed and
+	// are never written: released starts at the block boundary, written at
+	// StartPos.
+	bs := uint64(cfg.BlockSize)
+	start := cfg.StartPos
+	e.blk[(start&e.mask)>>e.shift].v.Store(start & (bs - 1))
+	e.tail.Store(pack(start, cfg.FirstSeq))
 	e.releasedSeq.Store(cfg.FirstSeq)
-	e.released.Store(cfg.startPos)
-	e.written.Store(cfg.startPos)
-	e.synced.Store(cfg.startPos)
+	e.released.Store(start &^ (bs - 1))
+	e.written.Store(start)
+	e.synced.Store(start)
 	e.idle.Store(true) // the flusher starts asleep: the first commit wakes it
 	go e.flushLoop()
 	return e, nil
@@ -461,6 +480,21 @@ func (e *Engine) Slice(c Claim, off, n int) (a, b []byte) {
 // Commit publishes the claim to the flusher. Every byte of the claim must
 // have been written with Put.
 func (e *Engine) Commit(c Claim) {
+	end := c.Pos + c.n
+	if (c.Pos^(end-1))>>e.shift == 0 {
+		// The common case: the claim lies in one block.
+		e.blk[(c.Pos&e.mask)>>e.shift].v.Add(c.n | c.k<<32)
+	} else {
+		e.commitBlocks(c)
+	}
+	if end-e.released.Load() > e.half || e.waiters.Load() != 0 || e.idle.Load() {
+		e.wake()
+	}
+}
+
+// commitBlocks commits a claim that spans blocks: one add per block, the
+// record count to the first.
+func (e *Engine) commitBlocks(c Claim) {
 	bs := uint64(e.cfg.BlockSize)
 	pos, end := c.Pos, c.Pos+c.n
 	first := true
@@ -474,9 +508,6 @@ func (e *Engine) Commit(c Claim) {
 		}
 		e.blk[(pos&e.mask)>>e.shift].v.Add(d)
 		pos += n
-	}
-	if c.Pos>>e.fbits != end>>e.fbits || e.waiters.Load() != 0 || e.idle.Load() {
-		e.wake()
 	}
 }
 

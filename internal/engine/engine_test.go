@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appendlog/appendlog/internal/sys"
 	"go.uber.org/goleak"
 )
 
@@ -139,11 +140,14 @@ func TestConcurrentExactlyOnceInOrder(t *testing.T) {
 		{"8-small-ring", 8, Config{Size: MinSize, BlockSize: 4096}},
 		{"64-small-ring", 64, Config{Size: MinSize, BlockSize: 1024}},
 		{"8-default", 8, Config{}},
-		{"8-wrap32", 8, Config{Size: MinSize, BlockSize: 1024, startPos: 1<<32 - 20<<10, FirstSeq: 1<<31 - 100}},
-		{"4-wrapseq", 4, Config{Size: MinSize, BlockSize: 1024, startPos: 1<<33 - 8<<10, FirstSeq: 1<<32 - 50}},
+		{"8-wrap32", 8, Config{Size: MinSize, BlockSize: 1024, StartPos: 1<<32 - 20<<10, FirstSeq: 1<<31 - 100}},
+		{"4-wrapseq", 4, Config{Size: MinSize, BlockSize: 1024, StartPos: 1<<33 - 8<<10, FirstSeq: 1<<32 - 50}},
+		// A start inside a block (a file appended to at an unaligned length).
+		{"8-unaligned-start", 8, Config{Size: MinSize, BlockSize: 4096, StartPos: 3*4096 + 1234}},
+		{"2-unaligned-wrap", 2, Config{Size: MinSize, BlockSize: 1024, StartPos: 1<<32 - 1000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sink := &memSink{t: t, start: tc.cfg.startPos, next: tc.cfg.startPos}
+			sink := &memSink{t: t, start: tc.cfg.StartPos, next: tc.cfg.StartPos}
 			e, err := New(tc.cfg, sink)
 			if err != nil {
 				t.Fatal(err)
@@ -180,7 +184,7 @@ func TestConcurrentExactlyOnceInOrder(t *testing.T) {
 			if st.Written != st.Claimed || st.Synced != st.Claimed {
 				t.Errorf("after Close: %+v", st)
 			}
-			if got := st.Written - tc.cfg.startPos; got != uint64(len(sink.bytes())) {
+			if got := st.Written - tc.cfg.StartPos; got != uint64(len(sink.bytes())) {
 				t.Errorf("written %d, sink has %d", got, len(sink.bytes()))
 			}
 		})
@@ -658,4 +662,41 @@ func TestPipelinedSyncErrorIsSticky(t *testing.T) {
 	if sink.syncs != 1 {
 		t.Fatalf("failed fsync was retried: %d calls", sink.syncs)
 	}
+}
+
+// TestBufferAligned pins that the ring starts on a sys.BlockSize boundary,
+// which the O_DIRECT sink relies on to write straight from the ring.
+func TestBufferAligned(t *testing.T) {
+	e, err := New(Config{Size: MinSize}, &memSink{t: t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if !sys.IsAligned(e.buf) {
+		t.Fatal("ring buffer is not aligned to sys.BlockSize")
+	}
+}
+
+// TestUnalignedStartFullRing fills a ring that starts mid-block: the bytes
+// before StartPos in its first block count as used, so a claim of
+// MaxClaim still fits once the ring drains and never overwrites unwritten
+// bytes.
+func TestUnalignedStartFullRing(t *testing.T) {
+	sink := &memSink{t: t, start: 5000, next: 5000}
+	e, err := New(Config{Size: MinSize, BlockSize: 4096, StartPos: 5000}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]uint32, 1)
+	buf := make([]byte, e.MaxClaim())
+	for i, n := range []int{e.MaxClaim() - 5000%4096, 100, e.MaxClaim(), 3000} {
+		if _, err := putRecord(e, 0, n, uint32(i), buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+		want[0]++
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkStream(t, sink.bytes(), 0, want)
 }

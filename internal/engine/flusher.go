@@ -13,6 +13,11 @@ import (
 // flusher ping-pong for the CPU. Bytes are written when a trigger fires:
 // FlushBytes claimed, a waiter (space, Flush, Sync, WaitSynced), the timer
 // (FlushInterval, BatchAge, SyncEvery), or Close.
+//
+// While producers are busy the flusher paces itself: it sleeps until
+// FlushBytes more are expected at the claim rate it measured, so producers
+// need not wake it (Commit wakes it only past half a ring, when someone
+// waits, or when it is idle).
 func (e *Engine) flushLoop() {
 	defer close(e.done)
 	defer e.progress.Broadcast()
@@ -38,6 +43,7 @@ func (e *Engine) flushLoop() {
 
 	cfg := &e.cfg
 	var gather groupGather
+	var pace pacer
 	lastSync := time.Now()
 	var dataSince time.Time // when the flusher first saw the oldest unsynced byte
 	stopping := false
@@ -96,7 +102,9 @@ func (e *Engine) flushLoop() {
 				stopping = true
 			}
 		}
-		e.idle.Store(false)
+		if e.idle.Load() {
+			e.idle.Store(false)
+		}
 		if gotResult {
 			if res != nil {
 				e.fail(res)
@@ -187,7 +195,7 @@ func (e *Engine) flushLoop() {
 		}
 		d := time.Duration(-1)
 		if pending {
-			d = cfg.FlushInterval
+			d = min(cfg.FlushInterval, pace.next(pos, now, uint64(cfg.FlushBytes)))
 			if demand {
 				d = 50 * time.Microsecond // a waiter waits on bytes still being copied
 			}
@@ -214,6 +222,37 @@ func (e *Engine) flushLoop() {
 			}
 		}
 	}
+}
+
+// pacer estimates the claim rate from the flusher's passes and says when
+// the next FlushBytes will have been claimed.
+type pacer struct {
+	pos  uint64    // claimed position at the last sample
+	at   time.Time // time of the last sample
+	rate float64   // bytes per nanosecond, smoothed; 0 until measured
+}
+
+// minPace bounds how often a pacing flusher wakes.
+const minPace = 20 * time.Microsecond
+
+// next samples the claimed position pos at now and returns how long until
+// chunk more bytes are expected; a long duration when no rate is known.
+func (p *pacer) next(pos uint64, now time.Time, chunk uint64) time.Duration {
+	if dt := now.Sub(p.at); !p.at.IsZero() && dt >= minPace && pos >= p.pos {
+		r := float64(pos-p.pos) / float64(dt)
+		if p.rate == 0 {
+			p.rate = r
+		} else {
+			p.rate = (p.rate + r) / 2
+		}
+		p.pos, p.at = pos, now
+	} else if p.at.IsZero() || pos < p.pos {
+		p.pos, p.at = pos, now
+	}
+	if p.rate <= 0 {
+		return time.Hour
+	}
+	return max(time.Duration(float64(chunk)/p.rate), minPace)
 }
 
 // groupGather lets the goroutines that one group commit released append
