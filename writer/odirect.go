@@ -9,41 +9,60 @@ import (
 	"github.com/appendlog/appendlog/internal/sys"
 )
 
-// directSink writes the ring's bytes to a file opened with O_DIRECT. The
-// flusher copies committed bytes into an aligned staging buffer and writes
-// whole blocks (sys.BlockSize) at block-aligned offsets:
+// directSink writes the ring's bytes to a file opened with O_DIRECT, in
+// whole blocks (sys.BlockSize) at block-aligned offsets, straight from the
+// ring where it can:
 //
-//	file:  ... | block | block | block | partial |
-//	             ^ base                 ^ base+fill rounded down
-//	stage: [ bytes of the file from base, fill of them ][ zeros to the block end ]
+//	file:  ... | carried | block | block | ... | block | tail   |
+//	iovec:       stage[0]  ring ----------------------  stage[1]
 //
-// A full stage is written and the next one starts after it. At the end of
-// each flush the stage's whole blocks and its last, partial block (padded
-// with zeros to the block size) are written; the partial block is then
-// moved to the front of the stage and rewritten, completed, at the same
-// offset by the next flush. So zero padding only ever follows the last
-// byte, never sits in the middle of the file, and close truncates it away.
+// The Ring starts log positions at the file's length, so log positions are
+// file offsets, and the engine's ring is block-aligned in memory: once the
+// carried partial block is completed (copied into the stage), the rest of a
+// flush is aligned in memory and on disk and goes to pwritev as it lies in
+// the ring. Only the carried block's head and the new partial tail block are
+// copied (at most a block each per flush). The tail block, padded with
+// zeros, is written with the rest and becomes the next carried block: it is
+// rewritten, completed, at the same offset by the next flush. So zero
+// padding only ever follows the last byte, never sits in the middle of the
+// file, and close truncates it away.
+//
+// A range that is not aligned in memory (never the case for the Ring, but
+// Write does not rely on it) is copied through the stage, a stage-full per
+// pwritev.
 //
 // Its methods run on the flusher goroutine. Every error is sticky.
 type directSink struct {
 	f     *os.File
-	stage []byte // aligned; len is a multiple of sys.BlockSize
-	base  int64  // file offset of stage[0], a multiple of sys.BlockSize
-	fill  int    // bytes of stage holding data
+	stage []byte // aligned; a whole number of blocks, at least 2
+	si    int    // index of the block of stage holding the partial block
+	base  int64  // file offset of the partial block, a multiple of sys.BlockSize
+	fill  int    // bytes of the partial block holding data (< sys.BlockSize)
+	iov   [][]byte
+	// copied counts bytes copied into the stage (tests pin that the Ring's
+	// flushes copy at most two blocks each).
+	copied int64
 }
 
-func openDirectSink(path string, perm os.FileMode, stageSize int) (*directSink, error) {
+// _directStage is the O_DIRECT sink's staging buffer: the carried and tail
+// blocks, and the bounce buffer for ranges not aligned in memory.
+const _directStage = 64 << 10
+
+func openDirectSink(path string, perm os.FileMode) (*directSink, error) {
 	f, err := sys.OpenDirect(path, os.O_RDWR|os.O_CREATE, perm)
 	if err != nil {
 		return nil, fmt.Errorf("writer: %w", err)
 	}
-	s := &directSink{f: f, stage: sys.AlignedBuffer(stageSize &^ (sys.BlockSize - 1))}
+	s := &directSink{f: f, stage: sys.AlignedBuffer(_directStage), iov: make([][]byte, 0, 8)}
 	if err := s.resume(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("writer: open %s: %w", path, err)
 	}
 	return s, nil
 }
+
+// size returns the file's true length: where the next byte goes.
+func (s *directSink) size() int64 { return s.base + int64(s.fill) }
 
 // resume positions the sink at the end of the existing file, loading its
 // partial last block into the stage.
@@ -68,42 +87,71 @@ func (s *directSink) resume() error {
 	return nil
 }
 
+// block returns block i of the stage.
+func (s *directSink) block(i int) []byte {
+	return s.stage[i*sys.BlockSize : (i+1)*sys.BlockSize]
+}
+
 func (s *directSink) Write(pos uint64, a, b []byte) error {
+	const bs = sys.BlockSize
+	start := s.base // file offset of iov[0]
+	s.iov = s.iov[:0]
 	for _, p := range [2][]byte{a, b} {
 		for len(p) > 0 {
-			k := copy(s.stage[s.fill:], p)
+			if s.fill == 0 && len(p) >= bs && sys.IsAligned(p) {
+				// Whole blocks, aligned in memory: write them from the ring.
+				w := len(p) &^ (bs - 1)
+				s.iov = append(s.iov, p[:w])
+				s.base += int64(w)
+				p = p[w:]
+				continue
+			}
+			k := copy(s.block(s.si)[s.fill:], p)
+			s.copied += int64(k)
 			s.fill += k
 			p = p[k:]
-			if s.fill == len(s.stage) {
-				if err := s.pwrite(s.stage); err != nil {
+			if s.fill < bs {
+				continue
+			}
+			s.iov = append(s.iov, s.block(s.si))
+			s.base += bs
+			s.fill = 0
+			s.si++
+			if s.si == len(s.stage)/bs {
+				// The stage is full (a range not aligned in memory).
+				if err := s.pwritev(start); err != nil {
 					return err
 				}
-				s.base += int64(len(s.stage))
-				s.fill = 0
+				start, s.si = s.base, 0
 			}
 		}
 	}
-	if s.fill == 0 {
-		return nil
+	if s.fill > 0 {
+		blk := s.block(s.si)
+		clear(blk[s.fill:])
+		s.iov = append(s.iov, blk)
 	}
-	whole := s.fill &^ (sys.BlockSize - 1)
-	end := (s.fill + sys.BlockSize - 1) &^ (sys.BlockSize - 1)
-	clear(s.stage[s.fill:end])
-	if err := s.pwrite(s.stage[:end]); err != nil {
+	if err := s.pwritev(start); err != nil {
 		return err
 	}
-	if whole > 0 {
+	if s.si != 0 {
 		// Carry the partial block (possibly empty) to the front.
-		s.fill = copy(s.stage, s.stage[whole:s.fill])
-		s.base += int64(whole)
+		copy(s.stage, s.block(s.si)[:s.fill])
+		s.si = 0
 	}
 	return nil
 }
 
-// pwrite writes p (whole blocks) at base.
-func (s *directSink) pwrite(p []byte) error {
-	if _, err := s.f.WriteAt(p, s.base); err != nil {
-		return fmt.Errorf("writer: write %s at offset %d: %w", s.f.Name(), s.base, err)
+// pwritev writes s.iov (whole blocks) at off and empties it.
+func (s *directSink) pwritev(off int64) error {
+	if len(s.iov) == 0 {
+		return nil
+	}
+	_, err := sys.Pwritev(s.f, s.iov, off)
+	clear(s.iov) // do not keep ring slices past the call
+	s.iov = s.iov[:0]
+	if err != nil {
+		return fmt.Errorf("writer: write %s at offset %d: %w", s.f.Name(), off, err)
 	}
 	return nil
 }
@@ -120,7 +168,7 @@ func (s *directSink) Sync() error {
 // file: after a failed write the file may end before the bytes the sink
 // staged, and zeros must not fill that gap.
 func (s *directSink) close() error {
-	size := s.base + int64(s.fill)
+	size := s.size()
 	fi, err := s.f.Stat()
 	if err == nil && fi.Size() > size {
 		err = s.f.Truncate(size)

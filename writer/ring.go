@@ -35,10 +35,6 @@ const (
 	DefaultPerm os.FileMode = 0o644
 )
 
-// _directStage is the largest O_DIRECT staging buffer (it is capped by
-// RingOptions.Size): flushes are written in pieces of at most this size.
-const _directStage = 1 << 20
-
 // FullPolicy says what Ring.Write does when the ring is full. The zero value
 // means Block.
 type FullPolicy int
@@ -215,6 +211,7 @@ type Ring struct {
 	timeout time.Duration // BlockTimeout with Block
 	markers bool
 	opts    RingOptions
+	start   uint64 // log position of the first byte
 
 	_ [64]byte
 	// pending counts drops not yet reported by a marker line.
@@ -256,7 +253,7 @@ func NewRing(w io.Writer, opts *RingOptions) (*Ring, error) {
 	}
 	o := opts.withDefaults()
 	giveUp := make(chan struct{})
-	return newRing(newStreamSink(w, &o, giveUp), o, giveUp)
+	return newRing(newStreamSink(w, &o, giveUp), o, 0, giveUp)
 }
 
 // OpenFile opens (creating if needed) the file at path and returns a Ring
@@ -279,14 +276,20 @@ func OpenFile(path string, opts *RingOptions) (*Ring, error) {
 		err error
 	)
 	if o.Direct {
-		s, err = openDirectSink(path, o.Perm, min(o.Size, _directStage))
+		s, err = openDirectSink(path, o.Perm)
 	} else {
 		s, err = openFileSink(o.fsys, path, o.Perm)
 	}
 	if err != nil {
 		return nil, err
 	}
-	r, err := newRing(s, o, make(chan struct{}))
+	var start uint64
+	if d, ok := s.(*directSink); ok {
+		// Log positions are file offsets, so the aligned part of every
+		// flush is aligned in the ring too (see directSink).
+		start = uint64(d.size())
+	}
+	r, err := newRing(s, o, start, make(chan struct{}))
 	if err != nil {
 		s.close()
 		return nil, err
@@ -294,8 +297,10 @@ func OpenFile(path string, opts *RingOptions) (*Ring, error) {
 	return r, nil
 }
 
-func newRing(s ringSink, o RingOptions, giveUp chan struct{}) (*Ring, error) {
+// newRing starts a Ring on s whose first byte has log position start.
+func newRing(s ringSink, o RingOptions, start uint64, giveUp chan struct{}) (*Ring, error) {
 	cfg := engine.Config{
+		StartPos:      start,
 		Size:          o.Size,
 		FlushInterval: o.FlushInterval,
 		Sync:          engine.SyncNever,
@@ -317,6 +322,7 @@ func newRing(s ringSink, o RingOptions, giveUp chan struct{}) (*Ring, error) {
 		markers: o.DropMarkers,
 		opts:    o,
 		giveUp:  giveUp,
+		start:   start,
 	}
 	if o.Full == Block {
 		r.timeout = o.BlockTimeout
@@ -580,6 +586,9 @@ func (r *Ring) Stats() Stats {
 	tailPos, tailSeq := r.e.Tail()
 	es := r.e.Stats()
 	written := r.e.Written()
+	// Byte counts, not log positions.
+	tailPos -= r.start
+	written -= r.start
 	wrecs := r.meter.records.Load()
 	if written >= tailPos {
 		wrecs = tailSeq // every record claimed before the tail was read is written

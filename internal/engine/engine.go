@@ -237,13 +237,15 @@ func (c Claim) Len() int { return int(c.n) }
 // concurrent use; a Claim must be committed by the goroutine that made it
 // before that goroutine waits on anything the flusher does.
 type Engine struct {
-	cfg   Config
-	sink  Sink
-	buf   []byte // aligned to sys.BlockSize
-	mask  uint64
-	half  uint64 // Size/2: a commit past released+half wakes the flusher
-	shift uint   // log2(BlockSize)
-	blk   []counter
+	cfg  Config
+	sink Sink
+	buf  []byte // aligned to sys.BlockSize; huge pages when large (sys.HugeBuffer)
+	// freeBuf releases buf. Close calls it once no claim can touch buf.
+	freeBuf func() error
+	mask    uint64
+	half    uint64 // Size/2: a commit past released+half wakes the flusher
+	shift   uint   // log2(BlockSize)
+	blk     []counter
 
 	// The fields below are grouped by who writes them, one cache line per
 	// group, so that a producer's claim and commit read lines that the
@@ -308,17 +310,22 @@ func New(cfg Config, sink Sink) (*Engine, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
+	buf, release, err := sys.HugeBuffer(cfg.Size)
+	if err != nil {
+		return nil, fmt.Errorf("engine: ring of %d bytes: %w", cfg.Size, err)
+	}
 	e := &Engine{
-		cfg:   cfg,
-		sink:  sink,
-		buf:   sys.AlignedBuffer(cfg.Size),
-		mask:  uint64(cfg.Size - 1),
-		half:  uint64(cfg.Size / 2),
-		shift: uint(bits.TrailingZeros(uint(cfg.BlockSize))),
-		blk:   make([]counter, cfg.Size/cfg.BlockSize),
-		kick:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		cfg:     cfg,
+		sink:    sink,
+		buf:     buf,
+		freeBuf: release,
+		mask:    uint64(cfg.Size - 1),
+		half:    uint64(cfg.Size / 2),
+		shift:   uint(bits.TrailingZeros(uint(cfg.BlockSize))),
+		blk:     make([]counter, cfg.Size/cfg.BlockSize),
+		kick:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	// The bytes of the first block before StartPos count as committed and
 	// are never written: released starts at the block boundary, written at
@@ -661,9 +668,25 @@ func (e *Engine) Close() error {
 		close(e.stop)
 		<-e.done
 		e.progress.Broadcast()
+		// No claim succeeds after the closed bit was set. A failed
+		// flusher exits without waiting for the claims made before it;
+		// their producers are still copying (a claim is committed without
+		// blocking): wait for them before the ring is unmapped.
+		for !e.allCommitted() {
+			time.Sleep(10 * time.Microsecond)
+		}
 		e.closeErr = e.Err()
+		if err := e.freeBuf(); err != nil && e.closeErr == nil {
+			e.closeErr = fmt.Errorf("engine: release ring: %w", err)
+		}
 	})
 	return e.closeErr
+}
+
+// allCommitted reports whether every claimed byte has been committed.
+func (e *Engine) allCommitted() bool {
+	pos, _ := e.Tail()
+	return e.frontier(e.written.Load()) >= pos
 }
 
 // fail records the first sink error and wakes everyone.

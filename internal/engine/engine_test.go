@@ -700,3 +700,44 @@ func TestUnalignedStartFullRing(t *testing.T) {
 	}
 	checkStream(t, sink.bytes(), 0, want)
 }
+
+// TestCloseAfterFailureWaitsForClaims: a sink failure stops the flusher,
+// but a producer that claimed before it may still be copying into the
+// ring. Close must wait for its commit before it releases the ring (a
+// mapping: touching it afterwards would fault).
+func TestCloseAfterFailureWaitsForClaims(t *testing.T) {
+	sink := &memSink{t: t, writeErr: errors.New("disk on fire")}
+	// Large enough for huge pages. c fills the first block, so the flusher
+	// can write it (and fail) while held, in the next block, is open.
+	const bs = 64 << 10
+	e, err := New(Config{Size: 4 << 20, BlockSize: bs}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.Claim(bs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := e.Claim(100, 1) // claimed, not yet copied
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Put(c, 0, make([]byte, bs))
+	e.Commit(c)
+	e.RequestSync(bs) // the write of c fails
+	for e.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a claim was not committed", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	e.Put(held, 0, make([]byte, 100)) // would fault after an early release
+	e.Commit(held)
+	if err := <-closed; err == nil || err.Error() != "disk on fire" {
+		t.Fatalf("Close: %v, want the sink's error", err)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -114,4 +116,27 @@ func retryEINTR(fn func() error) error {
 			return err
 		}
 	}
+}
+
+func hugeBuffer(n int) ([]byte, func() error, error) {
+	m, err := unix.Mmap(-1, 0, n+HugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, nil, &fs.PathError{Op: "mmap", Path: "anonymous", Err: err}
+	}
+	// INVARIANT: b lies inside m, which stays mapped until release; only
+	// the address is inspected here, to align b to a huge page.
+	skip := 0
+	if r := int(uintptr(unsafe.Pointer(unsafe.SliceData(m))) & (HugePage - 1)); r != 0 {
+		skip = HugePage - r
+	}
+	b := m[skip : skip+n : skip+n]
+	// Only a hint: without transparent huge pages the buffer still works.
+	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	var once sync.Once
+	release := func() error {
+		err := error(nil)
+		once.Do(func() { err = unix.Munmap(m) })
+		return err
+	}
+	return b, release, nil
 }

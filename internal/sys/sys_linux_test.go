@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"unsafe"
 )
 
 func TestAlignedBuffer(t *testing.T) {
@@ -23,6 +24,37 @@ func TestAlignedBuffer(t *testing.T) {
 		}
 		if n > 1 && IsAligned(b[1:]) {
 			t.Fatalf("b[1:] reported aligned")
+		}
+	}
+}
+
+// TestHugeBuffer checks sizes, alignment and that the memory is usable,
+// and that release can be called twice (it unmaps once).
+func TestHugeBuffer(t *testing.T) {
+	for _, n := range []int{4096, HugePage - BlockSize, HugePage, 3*HugePage + BlockSize} {
+		b, release, err := HugeBuffer(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) != n || cap(b) != n || !IsAligned(b) {
+			t.Fatalf("HugeBuffer(%d): len %d cap %d aligned %v", n, len(b), cap(b), IsAligned(b))
+		}
+		if n >= HugePage && uintptr(unsafe.Pointer(&b[0]))&(HugePage-1) != 0 {
+			t.Fatalf("HugeBuffer(%d) not aligned to a huge page", n)
+		}
+		for i := 0; i < n; i += 4096 {
+			b[i] = byte(i >> 12)
+		}
+		for i := 0; i < n; i += 4096 {
+			if b[i] != byte(i>>12) {
+				t.Fatalf("byte %d: got %d", i, b[i])
+			}
+		}
+		if err := release(); err != nil {
+			t.Fatal(err)
+		}
+		if err := release(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
