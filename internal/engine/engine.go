@@ -56,6 +56,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"runtime"
 	"sync"
@@ -276,6 +277,13 @@ type Engine struct {
 	// commit kicks it. The flusher stores it only when it changes.
 	idle atomic.Bool
 	_    [59]byte
+	// due is when the flusher should next be seen running (nanoseconds
+	// since epoch; MaxInt64 while it sleeps until kicked): see Late.
+	due atomic.Int64
+	_   [56]byte
+	// writeEst estimates how long a Sink.Write takes. Flusher only.
+	writeEst minWindow
+	epoch     time.Time
 
 	written atomic.Uint64 // bytes handed to the sink. Written only by the flusher.
 	synced  atomic.Uint64 // bytes covered by a completed Sink.Sync. Written only by the flusher.
@@ -339,6 +347,8 @@ func New(cfg Config, sink Sink) (*Engine, error) {
 	e.written.Store(start)
 	e.synced.Store(start)
 	e.idle.Store(true) // the flusher starts asleep: the first commit wakes it
+	e.epoch = time.Now()
+	e.due.Store(math.MaxInt64)
 	go e.flushLoop()
 	return e, nil
 }
@@ -495,8 +505,28 @@ func (e *Engine) Commit(c Claim) {
 		e.commitBlocks(c)
 	}
 	if end-e.released.Load() > e.half || e.waiters.Load() != 0 || e.idle.Load() {
+		if e.idle.Load() {
+			e.due.Store(e.nanos(time.Now()) + int64(_lateSlack))
+		}
 		e.wake()
 	}
+}
+
+// _lateSlack is how long past its expected return the flusher may take to
+// get a CPU before Late reports it.
+const _lateSlack = 50 * time.Microsecond
+
+// nanos returns t as nanoseconds since the engine's epoch (monotonic).
+func (e *Engine) nanos(t time.Time) int64 { return int64(t.Sub(e.epoch)) }
+
+// Late reports whether the flusher has work and has not run by when it was
+// expected to: it is runnable but waiting for a CPU (its sink call, timer or
+// wake-up is over), or it is slow. A producer that never blocks (Drop) can
+// then yield its processor, once, instead of yielding on a schedule:
+// goroutines that spin on every CPU keep the flusher, the one that can make
+// room, off the CPU for a scheduler time slice. It costs a clock read.
+func (e *Engine) Late() bool {
+	return e.nanos(time.Now()) > e.due.Load()
 }
 
 // commitBlocks commits a claim that spans blocks: one add per block, the

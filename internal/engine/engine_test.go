@@ -741,3 +741,41 @@ func TestCloseAfterFailureWaitsForClaims(t *testing.T) {
 		t.Fatalf("Close: %v, want the sink's error", err)
 	}
 }
+
+// TestLate: an idle flusher is never late; one whose Sink.Write runs far
+// past the fastest recent write is; once it returns and goes idle again,
+// it is not.
+func TestLate(t *testing.T) {
+	sink := &blockingSink{block: make(chan struct{})}
+	e, err := New(Config{Size: MinSize, BlockSize: 1024}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Late() {
+		t.Fatal("an idle flusher is late")
+	}
+	c, err := e.Claim(64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Put(c, 0, make([]byte, 64))
+	e.Commit(c)
+	e.RequestSync(c.Pos + 64) // write now
+	deadline := time.Now().Add(10 * time.Second)
+	for !e.Late() {
+		if time.Now().After(deadline) {
+			t.Fatal("a flusher stuck in Sink.Write for 10 s is not late")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(sink.block)
+	for e.Late() {
+		if time.Now().After(deadline) {
+			t.Fatal("still late after the sink returned")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

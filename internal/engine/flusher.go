@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"runtime"
 	"time"
 )
@@ -91,6 +92,12 @@ func (e *Engine) flushLoop() {
 		case stopping && syncTarget != 0:
 			res, gotResult = <-results, true
 		case !stopping:
+			// Parked: due when the timer fires (or never, until a kick).
+			if timerAt.IsZero() {
+				e.due.Store(math.MaxInt64)
+			} else {
+				e.due.Store(e.nanos(timerAt) + int64(_lateSlack))
+			}
 			select {
 			case <-e.kick:
 			case <-timer.C:
@@ -105,6 +112,7 @@ func (e *Engine) flushLoop() {
 		if e.idle.Load() {
 			e.idle.Store(false)
 		}
+		e.due.Store(e.nanos(time.Now()) + int64(_lateSlack))
 		if gotResult {
 			if res != nil {
 				e.fail(res)
@@ -224,6 +232,32 @@ func (e *Engine) flushLoop() {
 	}
 }
 
+// minWindow estimates how long a Sink.Write takes as the fastest of the
+// last len(d) writes: a write that waited for a CPU must not teach Late to
+// expect the wait, and one prompt write in the window is enough.
+type minWindow struct {
+	d [64]int64
+	n int
+}
+
+func (w *minWindow) add(d int64) {
+	w.d[w.n%len(w.d)] = d
+	w.n++
+}
+
+// est returns the minimum of the window, 0 before the first write.
+func (w *minWindow) est() int64 {
+	k := min(w.n, len(w.d))
+	if k == 0 {
+		return 0
+	}
+	m := w.d[0]
+	for _, d := range w.d[1:k] {
+		m = min(m, d)
+	}
+	return m
+}
+
 // pacer estimates the claim rate from the flusher's passes and says when
 // the next FlushBytes will have been claimed.
 type pacer struct {
@@ -320,10 +354,15 @@ func (e *Engine) writeCommitted() bool {
 	for w < end {
 		next := min(end, w+uint64(e.cfg.MaxWrite))
 		a, b := e.slices(w, next)
+		start := time.Now()
+		e.due.Store(e.nanos(start) + e.writeEst.est() + int64(_lateSlack))
 		if err := e.sink.Write(w, a, b); err != nil {
 			e.fail(err)
 			return false
 		}
+		now := time.Now()
+		e.writeEst.add(int64(now.Sub(start)))
+		e.due.Store(e.nanos(now) + int64(_lateSlack))
 		e.stats.flushes.Add(1)
 		e.written.Store(next)
 		if e.release(next) && e.waiters.Load() != 0 {
