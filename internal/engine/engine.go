@@ -283,7 +283,7 @@ type Engine struct {
 	_   [56]byte
 	// writeEst estimates how long a Sink.Write takes. Flusher only.
 	writeEst minWindow
-	epoch     time.Time
+	epoch    time.Time
 
 	written atomic.Uint64 // bytes handed to the sink. Written only by the flusher.
 	synced  atomic.Uint64 // bytes covered by a completed Sink.Sync. Written only by the flusher.
