@@ -309,6 +309,13 @@ func newRing(s ringSink, o RingOptions, start uint64, giveUp chan struct{}) (*Ri
 	if o.SyncEvery > 0 {
 		cfg.Sync, cfg.SyncEvery = engine.SyncInterval, o.SyncEvery
 	}
+	if _, ok := s.(*directSink); ok {
+		// O_DIRECT writes go to the device one at a time: the larger
+		// they are, the less the gaps between them cost (on the test
+		// VM 4 MiB writes carry 8% more than 1 MiB ones). Half the ring:
+		// producers fill one half while the other is written.
+		cfg.MaxWrite = o.Size / 2
+	}
 	m := &meter{inner: s}
 	e, err := engine.New(cfg, m)
 	if err != nil {
