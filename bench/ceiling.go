@@ -135,7 +135,7 @@ func (cs *ceilingState) result() Ceiling {
 	return c
 }
 
-// ceilingRun writes bytes to a new file in 1 MiB writes and returns the
+// ceilingRun writes bytes to a new file in CeilingWrite writes and returns the
 // time from the first write to the return of the last.
 func (r *runner) ceilingRun(direct bool, n int64) (time.Duration, error) {
 	r.runSeq++

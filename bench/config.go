@@ -19,8 +19,11 @@ const (
 	// bytes): 256 MiB stays in the page-cache regime on a machine with a few
 	// GiB of RAM.
 	DefaultMaxBytes = 256 << 20
-	// CeilingWrite is the size of one write of the ceiling measurements.
-	CeilingWrite = 1 << 20
+	// CeilingWrite is the size of one write of the ceiling measurements,
+	// the writer Ring's O_DIRECT write at its default size: larger writes
+	// carry more on a virtio disk (1 MiB 2155 MB/s, 4 MiB 2325 MB/s on the
+	// test VM).
+	CeilingWrite = 4 << 20
 )
 
 // AllSizes returns every record size of the full matrix: 1 B, 128 B,

@@ -261,8 +261,8 @@ func contains(list []string, s string) bool {
 }
 
 // BenchmarkFileLarge: 1 KiB and 4 KiB records to a file through a Ring with
-// buffered I/O and with O_DIRECT, against the ceilings: 1 MiB buffered
-// writes and 1 MiB aligned O_DIRECT writes of the same bytes.
+// buffered I/O and with O_DIRECT, against the ceilings: 4 MiB buffered
+// writes and 4 MiB aligned O_DIRECT writes from huge pages.
 func BenchmarkFileLarge(b *testing.B) {
 	for _, size := range []int{1 << 10, 4 << 10} {
 		rec := benchRecord(size)

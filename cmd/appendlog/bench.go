@@ -41,7 +41,7 @@ func newBenchCmd() *cobra.Command {
 		Short: "Measure every write strategy on this machine, verifying every byte written",
 		Long: `bench writes generated records through each write strategy, checks what
 reached the file, and prints throughput, latency and allocations next to a
-ceiling (1 MiB sequential writes, buffered and O_DIRECT) measured on the same
+ceiling (4 MiB sequential writes, buffered and O_DIRECT) measured on the same
 directory in the same run, with a recommendation per record size and writer
 count.
 

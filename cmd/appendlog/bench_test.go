@@ -87,7 +87,7 @@ func TestBench(t *testing.T) {
 func TestBenchPNG(t *testing.T) {
 	chart := filepath.Join(t.TempDir(), "c.png")
 	r := runInProcess("bench", "--dir", t.TempDir(), "--sizes", "1", "--writers", "3",
-		"--strategies", "writev,direct", "--records", "3000", "--max-bytes", "2MiB", "--chart", chart)
+		"--strategies", "writev,direct", "--records", "3000", "--max-bytes", "4MiB", "--chart", chart)
 	checkNoCrash(t, r)
 	expect(t, r, exitOK, "1 B records (verified: file length, one tag per record")
 	b, err := os.ReadFile(chart)
