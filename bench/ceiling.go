@@ -151,16 +151,15 @@ func (r *runner) ceilingRun(direct bool, n int64) (time.Duration, error) {
 		buf []byte
 	)
 	if direct {
-		f, err = sys.OpenDirect(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		// Huge pages where the OS has them, as the engine's ring: the
 		// ceiling is the best large aligned writes this disk does.
-		var release func() error
-		buf, release, err = sys.HugeBuffer(max(CeilingWrite, sys.HugePage))
-		if err != nil {
-			return 0, err
+		b, release, herr := sys.HugeBuffer(max(CeilingWrite, sys.HugePage))
+		if herr != nil {
+			return 0, herr
 		}
 		defer release()
-		buf = buf[:CeilingWrite]
+		buf = b[:CeilingWrite]
+		f, err = sys.OpenDirect(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	} else {
 		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		buf = make([]byte, CeilingWrite)
