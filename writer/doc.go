@@ -27,8 +27,9 @@
 //
 // The sink is a file opened by OpenFile (positional writes at the end of
 // the file; with RingOptions.Direct, O_DIRECT writes of whole 4 KiB blocks
-// from an aligned staging buffer, the partial last block rewritten in place
-// and the file truncated to its true length on Close) or any io.Writer
+// straight from the ring, half the ring at a time, the partial last block
+// rewritten in place and the file truncated to its true length on Close)
+// or any io.Writer
 // passed to NewRing, such as a network connection.
 //
 // The flusher writes when a quarter of the ring has filled, when Flush,

@@ -71,8 +71,8 @@ func (p FullPolicy) String() string {
 // caller's struct have no effect.
 type RingOptions struct {
 	// Size is the ring size in bytes: a power of two in [64 KiB, 512 MiB].
-	// It bounds the memory of the Ring (plus min(Size, 1 MiB) of staging
-	// with Direct) and the largest record (Size minus max(Size/64, 4 KiB);
+	// It bounds the memory of the Ring (plus 64 KiB of staging with
+	// Direct) and the largest record (Size minus max(Size/64, 4 KiB);
 	// see Ring.MaxRecord). Default DefaultSize (8 MiB).
 	Size int
 	// FlushInterval bounds how long a record waits in the ring when no
@@ -262,8 +262,9 @@ func NewRing(w io.Writer, opts *RingOptions) (*Ring, error) {
 // must be the only writer of the file while open.
 //
 // With opts.Direct the file is written with O_DIRECT in whole 4 KiB blocks
-// from an aligned staging buffer; the last, partial block is rewritten in
-// place by the next flush, so the file never has padding in the middle.
+// straight from the ring (only the partial blocks at the ends of a flush
+// are copied); the last, partial block is rewritten in place by the next
+// flush, so the file never has padding in the middle.
 // Until Close truncates it to its true length, the file's size is rounded up
 // to a block with zero bytes (a crash can leave up to 4095 zero bytes at the
 // end).

@@ -12,7 +12,7 @@ import (
 // A wake-up from idle (the first commit after a quiet spell) only arms the
 // flush timer: writing a few records per wake-up would make producers and
 // flusher ping-pong for the CPU. Bytes are written when a trigger fires:
-// FlushBytes claimed, a waiter (space, Flush, Sync, WaitSynced), the timer
+// FlushBytes claimed (by the flusher's own pacing), a waiter (space, Flush, Sync, WaitSynced), the timer
 // (FlushInterval, BatchAge, SyncEvery), or Close.
 //
 // While producers are busy the flusher paces itself: it sleeps until
