@@ -153,12 +153,12 @@ func (r *runner) ceilingRun(direct bool, n int64) (time.Duration, error) {
 	if direct {
 		// Huge pages where the OS has them, as the engine's ring: the
 		// ceiling is the best large aligned writes this disk does.
-		b, release, herr := sys.HugeBuffer(max(CeilingWrite, sys.HugePage))
+		b, release, herr := sys.HugeBuffer(CeilingWrite)
 		if herr != nil {
 			return 0, herr
 		}
 		defer release()
-		buf = b[:CeilingWrite]
+		buf = b
 		f, err = sys.OpenDirect(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	} else {
 		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)

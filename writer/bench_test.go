@@ -280,6 +280,10 @@ func BenchmarkFileLarge(b *testing.B) {
 					}
 					runWrites(b, r, rec, g)
 					verifyBench(b, r, benchStrategy{stats: true}, s, size)
+					// The process's peak: run one case alone to read it.
+					if rss, err := sys.MaxRSS(); err == nil {
+						b.ReportMetric(float64(rss)/(1<<20), "peak-rss-MiB")
+					}
 				})
 			}
 		}
@@ -306,12 +310,11 @@ func BenchmarkFileLarge(b *testing.B) {
 			}
 			// The Ring's own kind of buffer (huge pages where the OS has
 			// them), so the ceiling is the best this disk does.
-			buf, release, err := sys.HugeBuffer(max(chunk, sys.HugePage))
+			buf, release, err := sys.HugeBuffer(chunk)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer release()
-			buf = buf[:chunk]
 			copy(buf, benchRecord(chunk))
 			b.SetBytes(chunk)
 			b.ResetTimer()

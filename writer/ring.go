@@ -211,7 +211,6 @@ type Ring struct {
 	timeout time.Duration // BlockTimeout with Block
 	markers bool
 	opts    RingOptions
-	start   uint64 // log position of the first byte
 
 	_ [64]byte
 	// pending counts drops not yet reported by a marker line.
@@ -254,7 +253,7 @@ func NewRing(w io.Writer, opts *RingOptions) (*Ring, error) {
 	}
 	o := opts.withDefaults()
 	giveUp := make(chan struct{})
-	return newRing(newStreamSink(w, &o, giveUp), o, 0, giveUp)
+	return newRing(newStreamSink(w, &o, giveUp), o, giveUp)
 }
 
 // OpenFile opens (creating if needed) the file at path and returns a Ring
@@ -285,13 +284,7 @@ func OpenFile(path string, opts *RingOptions) (*Ring, error) {
 	if err != nil {
 		return nil, err
 	}
-	var start uint64
-	if d, ok := s.(*directSink); ok {
-		// Log positions are file offsets, so the aligned part of every
-		// flush is aligned in the ring too (see directSink).
-		start = uint64(d.size())
-	}
-	r, err := newRing(s, o, start, make(chan struct{}))
+	r, err := newRing(s, o, make(chan struct{}))
 	if err != nil {
 		s.close()
 		return nil, err
@@ -299,10 +292,8 @@ func OpenFile(path string, opts *RingOptions) (*Ring, error) {
 	return r, nil
 }
 
-// newRing starts a Ring on s whose first byte has log position start.
-func newRing(s ringSink, o RingOptions, start uint64, giveUp chan struct{}) (*Ring, error) {
+func newRing(s ringSink, o RingOptions, giveUp chan struct{}) (*Ring, error) {
 	cfg := engine.Config{
-		StartPos:      start,
 		Size:          o.Size,
 		FlushInterval: o.FlushInterval,
 		Sync:          engine.SyncNever,
@@ -310,7 +301,10 @@ func newRing(s ringSink, o RingOptions, start uint64, giveUp chan struct{}) (*Ri
 	if o.SyncEvery > 0 {
 		cfg.Sync, cfg.SyncEvery = engine.SyncInterval, o.SyncEvery
 	}
-	if _, ok := s.(*directSink); ok {
+	if d, ok := s.(*directSink); ok {
+		// Log positions are file offsets, so the aligned part of every
+		// flush is aligned in the ring too (see directSink).
+		cfg.StartPos = uint64(d.size())
 		// O_DIRECT writes go to the device one at a time: the larger
 		// they are, the less the gaps between them cost (on the test
 		// VM 4 MiB writes carry 8% more than 1 MiB ones). Half the ring:
@@ -331,7 +325,6 @@ func newRing(s ringSink, o RingOptions, start uint64, giveUp chan struct{}) (*Ri
 		markers: o.DropMarkers,
 		opts:    o,
 		giveUp:  giveUp,
-		start:   start,
 	}
 	if o.Full == Block {
 		r.timeout = o.BlockTimeout
@@ -600,8 +593,9 @@ func (r *Ring) Stats() Stats {
 	es := r.e.Stats()
 	written := r.e.Written()
 	// Byte counts, not log positions.
-	tailPos -= r.start
-	written -= r.start
+	start := r.e.Config().StartPos
+	tailPos -= start
+	written -= start
 	wrecs := r.meter.records.Load()
 	if written >= tailPos {
 		wrecs = tailSeq // every record claimed before the tail was read is written

@@ -504,10 +504,11 @@ func (e *Engine) Commit(c Claim) {
 	} else {
 		e.commitBlocks(c)
 	}
-	if end-e.released.Load() > e.half || e.waiters.Load() != 0 || e.idle.Load() {
-		if e.idle.Load() {
-			e.due.Store(e.nanos(time.Now()) + int64(_lateSlack))
-		}
+	idle := e.idle.Load()
+	if idle {
+		e.due.Store(e.nanos(time.Now()) + int64(_lateSlack)) // see Late
+	}
+	if idle || end-e.released.Load() > e.half || e.waiters.Load() != 0 {
 		e.wake()
 	}
 }

@@ -12,8 +12,9 @@ import (
 // A wake-up from idle (the first commit after a quiet spell) only arms the
 // flush timer: writing a few records per wake-up would make producers and
 // flusher ping-pong for the CPU. Bytes are written when a trigger fires:
-// FlushBytes claimed (by the flusher's own pacing), a waiter (space, Flush, Sync, WaitSynced), the timer
-// (FlushInterval, BatchAge, SyncEvery), or Close.
+// FlushBytes claimed (by the flusher's own pacing), a waiter (space, Flush,
+// Sync, WaitSynced), the timer (FlushInterval, BatchAge, SyncEvery), or
+// Close.
 //
 // While producers are busy the flusher paces itself: it sleeps until
 // FlushBytes more are expected at the claim rate it measured, so producers
@@ -272,15 +273,16 @@ const minPace = 20 * time.Microsecond
 // next samples the claimed position pos at now and returns how long until
 // chunk more bytes are expected; a long duration when no rate is known.
 func (p *pacer) next(pos uint64, now time.Time, chunk uint64) time.Duration {
-	if dt := now.Sub(p.at); !p.at.IsZero() && dt >= minPace && pos >= p.pos {
+	switch dt := now.Sub(p.at); {
+	case p.at.IsZero():
+		p.pos, p.at = pos, now
+	case dt >= minPace: // positions only grow
 		r := float64(pos-p.pos) / float64(dt)
 		if p.rate == 0 {
 			p.rate = r
 		} else {
 			p.rate = (p.rate + r) / 2
 		}
-		p.pos, p.at = pos, now
-	} else if p.at.IsZero() || pos < p.pos {
 		p.pos, p.at = pos, now
 	}
 	if p.rate <= 0 {
