@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -777,5 +778,65 @@ func TestLate(t *testing.T) {
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// gateSink records the length of every write; the first write waits until
+// gate is closed, after announcing itself on entered.
+type gateSink struct {
+	entered chan struct{}
+	gate    chan struct{}
+	mu      sync.Mutex
+	lens    []int
+}
+
+func (s *gateSink) Write(pos uint64, a, b []byte) error {
+	s.mu.Lock()
+	first := len(s.lens) == 0
+	s.lens = append(s.lens, len(a)+len(b))
+	s.mu.Unlock()
+	if first {
+		close(s.entered)
+		<-s.gate
+	}
+	return nil
+}
+
+func (s *gateSink) Sync() error { return nil }
+
+// TestFullWritesWhileProducersRefill: the flusher reads the frontier again
+// before each write, so producers that refill the space a write released
+// turn 1.5 MaxWrite of committed bytes into two full writes, not a full one
+// and a half one (with O_DIRECT the half writes cost 10% of the throughput).
+func TestFullWritesWhileProducersRefill(t *testing.T) {
+	const kb = 1 << 10
+	sink := &gateSink{entered: make(chan struct{}), gate: make(chan struct{})}
+	e, err := New(Config{Size: 64 * kb, BlockSize: 4 * kb, MaxWrite: 32 * kb, FlushBytes: 16 * kb, FlushInterval: time.Second}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := func(n int) {
+		t.Helper()
+		c, err := e.Claim(n, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Put(c, 0, make([]byte, n))
+		e.Commit(c)
+	}
+	commit(48 * kb) // 1.5 MaxWrite: the flusher starts a 32 KiB write
+	<-sink.entered
+	commit(16 * kb) // fills the ring while that write runs
+	close(sink.gate)
+	if err := e.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if want := []int{32 * kb, 32 * kb}; !slices.Equal(sink.lens, want) {
+		t.Fatalf("write lengths %v, want %v", sink.lens, want)
 	}
 }
