@@ -1,15 +1,14 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/appendlog/appendlog/internal/ceiling"
 	"github.com/appendlog/appendlog/internal/sys"
 )
 
@@ -24,10 +23,13 @@ type Ceiling struct {
 	Runs int `json:"runs"`
 	// Buffered is pwrite(2) of WriteSize bytes at a time into the page
 	// cache, timed to the return of the last write: MB/s (10^6 bytes).
+	// Every write carries new bytes, refilled while the previous write
+	// runs (internal/ceiling.Fresh): the best a writer of new data does.
 	Buffered Stat `json:"buffered_mb_per_s"`
-	// Direct is aligned O_DIRECT pwrite(2) of WriteSize bytes at a time,
-	// one in flight, timed to the return of the last: MB/s. Zero when
-	// DirectSkipped says why it was not measured.
+	// Direct is aligned O_DIRECT pwrite(2) of WriteSize bytes at a time
+	// from huge pages, one in flight, new bytes each, timed to the return
+	// of the last: MB/s. Zero when DirectSkipped says why it was not
+	// measured.
 	Direct        Stat   `json:"direct_mb_per_s"`
 	DirectSkipped string `json:"direct_skipped,omitempty"`
 	// Failure says why a ceiling run failed, if one did.
@@ -135,8 +137,9 @@ func (cs *ceilingState) result() Ceiling {
 	return c
 }
 
-// ceilingRun writes bytes to a new file in CeilingWrite writes and returns the
-// time from the first write to the return of the last.
+// ceilingRun writes n bytes of new data (ceiling.Fresh) to a new file in
+// CeilingWrite writes, checks the file, and returns the time from the first
+// write to the return of the last.
 func (r *runner) ceilingRun(direct bool, n int64) (time.Duration, error) {
 	r.runSeq++
 	dir := filepath.Join(r.base, fmt.Sprintf("ceiling-%05d", r.runSeq))
@@ -148,73 +151,23 @@ func (r *runner) ceilingRun(direct bool, n int64) (time.Duration, error) {
 	var (
 		f   *os.File
 		err error
-		buf []byte
 	)
 	if direct {
-		// Huge pages where the OS has them, as the engine's ring: the
-		// ceiling is the best large aligned writes this disk does.
-		b, release, herr := sys.HugeBuffer(CeilingWrite)
-		if herr != nil {
-			return 0, herr
-		}
-		defer release()
-		buf = b
 		f, err = sys.OpenDirect(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	} else {
 		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		buf = make([]byte, CeilingWrite)
 	}
 	if err != nil {
 		return 0, err
 	}
-	for i := range buf {
-		buf[i] = fill(1, i)
-	}
 	t0 := time.Now()
-	var off int64
-	for off < n {
-		var w int
-		w, err = f.WriteAt(buf, off)
-		off += int64(w)
-		if err != nil {
-			break
-		}
-	}
+	err = ceiling.Write(f, n, CeilingWrite, ceiling.Fresh)
 	el := time.Since(t0)
 	if err = errors.Join(err, f.Close()); err != nil {
 		return 0, err
 	}
-	if err := checkCeilingFile(path, buf, n); err != nil {
+	if err := ceiling.Check(path, n, CeilingWrite, ceiling.Fresh); err != nil {
 		return 0, err
 	}
 	return el, nil
-}
-
-// checkCeilingFile checks that the file at path is n bytes long and that
-// its first, middle and last write-sized blocks hold buf.
-func checkCeilingFile(path string, buf []byte, n int64) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if fi.Size() != n {
-		return fmt.Errorf("%s: %d bytes after writing %d", path, fi.Size(), n)
-	}
-	got := make([]byte, len(buf))
-	blocks := n / int64(len(buf))
-	for _, b := range []int64{0, blocks / 2, blocks - 1} {
-		off := b * int64(len(buf))
-		if _, err := f.ReadAt(got, off); err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-		if !bytes.Equal(got, buf) {
-			return fmt.Errorf("%s: the %s at byte %d is not what was written", path, formatSize(len(buf)), off)
-		}
-	}
-	return nil
 }

@@ -52,7 +52,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if c.DirectSkipped == "" {
 		direct = fmt.Sprintf("O_DIRECT %s MB/s [%s – %s]", num(c.Direct.Median), num(c.Direct.Min), num(c.Direct.Max))
 	}
-	fmt.Fprintf(bw, "ceiling:  %s writes, %.0f MB per run, median [min – max] of %d runs, half before the cases and half after: buffered %s MB/s [%s – %s], %s\n",
+	fmt.Fprintf(bw, "ceiling:  %s writes of new bytes (a double buffer, one half refilled while the other is written), %.0f MB per run, median [min – max] of %d runs, half before the cases and half after: buffered %s MB/s [%s – %s], %s\n",
 		formatSize(c.WriteSize), float64(c.Bytes)/1e6, c.Runs, num(c.Buffered.Median), num(c.Buffered.Min), num(c.Buffered.Max), direct)
 	if c.Failure != "" {
 		fmt.Fprintf(bw, "          ceiling failed: %s\n", c.Failure)
