@@ -807,7 +807,8 @@ func (s *gateSink) Sync() error { return nil }
 // TestFullWritesWhileProducersRefill: the flusher reads the frontier again
 // before each write, so producers that refill the space a write released
 // turn 1.5 MaxWrite of committed bytes into two full writes, not a full one
-// and a half one (with O_DIRECT the half writes cost 10% of the throughput).
+// and a half one (with O_DIRECT the half writes had locked into alternating
+// with the full ones).
 func TestFullWritesWhileProducersRefill(t *testing.T) {
 	const kb = 1 << 10
 	sink := &gateSink{entered: make(chan struct{}), gate: make(chan struct{})}

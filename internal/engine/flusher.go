@@ -351,8 +351,8 @@ func minDur(a, b time.Duration) time.Duration {
 // It reads the frontier again before each write: producers fill the space
 // each write released while the next one runs, so a range of 1.5 MaxWrite
 // becomes two full writes rather than a full and a half one (with O_DIRECT
-// on the test VM the half writes alternated with the full ones and cost
-// 10% of the throughput). Past the range committed when it was called it
+// on the test VM the half writes had locked into alternating with the full
+// ones). Past the range committed when it was called it
 // goes on only while a FlushBytes batch is ready (smaller ones wait for the
 // pacer), and for at most Size bytes, so that syncs, timers and Close are
 // served between.
