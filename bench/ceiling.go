@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/appendlog/appendlog/internal/ceiling"
-	"github.com/appendlog/appendlog/internal/sys"
 )
 
 // Ceiling is the throughput of large sequential writes on the benchmark's
@@ -148,15 +147,7 @@ func (r *runner) ceilingRun(direct bool, n int64) (time.Duration, error) {
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, _fileName)
-	var (
-		f   *os.File
-		err error
-	)
-	if direct {
-		f, err = sys.OpenDirect(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	} else {
-		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	}
+	f, err := ceiling.Create(path, direct)
 	if err != nil {
 		return 0, err
 	}

@@ -254,7 +254,7 @@ func (w *segWriter) seal(job *sealJob) error {
 	if err := w.fsys.SyncDir(w.dir); err != nil {
 		return fmt.Errorf("wal: start segment %s: sync directory: %w", job.nextName, err)
 	}
-	storeMax(&w.durable, job.nextSeq) // every record of the sealed segment
+	engine.StoreMax(&w.durable, job.nextSeq) // every record of the sealed segment
 	return nil
 }
 
@@ -269,15 +269,6 @@ func createSpare(fsys vfs.FS, dir string, size int64) (vfs.File, error) {
 		return nil, fmt.Errorf("wal: preallocate spare segment: %w", err)
 	}
 	return f, nil
-}
-
-func storeMax(a *atomic.Uint64, v uint64) {
-	for {
-		old := a.Load()
-		if old >= v || a.CompareAndSwap(old, v) {
-			return
-		}
-	}
 }
 
 // Sync implements engine.Sink.
@@ -322,7 +313,7 @@ func (w *segWriter) PrepareSync() func() error {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("wal: fdatasync %s: %w", name, err)
 		}
-		storeMax(&w.durable, next)
+		engine.StoreMax(&w.durable, next)
 		return nil
 	}
 }

@@ -343,13 +343,7 @@ const ceilingWrite = DefaultSize / 2
 func runCeiling(b *testing.B, direct bool, n int64, mode ceiling.Mode, timed bool) (wrote, synced time.Duration) {
 	n = (n + sys.BlockSize - 1) &^ (sys.BlockSize - 1)
 	path := filepath.Join(b.TempDir(), "ceiling.log")
-	var f *os.File
-	var err error
-	if direct {
-		f, err = sys.OpenDirect(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	} else {
-		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	}
+	f, err := ceiling.Create(path, direct)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -71,6 +71,16 @@ func fillAt(b []byte, off int64, m Mode) {
 	}
 }
 
+// Create creates a new file at path for Write: opened with O_DIRECT when
+// direct, for writing only, failing if the file exists.
+func Create(path string, direct bool) (*os.File, error) {
+	const flag = os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if direct {
+		return sys.OpenDirect(path, flag, 0o644)
+	}
+	return os.OpenFile(path, flag, 0o644)
+}
+
 // Write writes n bytes to f from offset 0 in writes of size bytes (the last
 // may be shorter) and returns when the last write has returned; the caller
 // times it, and syncs if its figure is to include durability. The buffers

@@ -16,15 +16,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func write(t *testing.T, path string, direct bool, n int64, size int, m Mode) {
 	t.Helper()
-	var f *os.File
-	var err error
-	if direct {
-		f, err = sys.OpenDirect(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if errors.Is(err, sys.ErrDirectUnsupported) {
-			t.Skip(err)
-		}
-	} else {
-		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := Create(path, direct)
+	if errors.Is(err, sys.ErrDirectUnsupported) {
+		t.Skip(err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -288,7 +288,7 @@ type Engine struct {
 	written atomic.Uint64 // bytes handed to the sink. Written only by the flusher.
 	synced  atomic.Uint64 // bytes covered by a completed Sink.Sync. Written only by the flusher.
 
-	// Requests from waiters, raised with storeMax.
+	// Requests from waiters, raised with StoreMax.
 	flushReq atomic.Uint64
 	syncReq  atomic.Uint64
 	// arrivals counts waits begun (for group-commit gathering).
@@ -592,7 +592,7 @@ func (e *Engine) Flush(ctx context.Context) error {
 		return err
 	}
 	pos, _ := e.Tail()
-	storeMax(&e.flushReq, pos)
+	StoreMax(&e.flushReq, pos)
 	return e.await(ctx, &e.written, pos)
 }
 
@@ -622,7 +622,7 @@ func (e *Engine) WaitSynced(ctx context.Context, pos uint64) error {
 	if e.synced.Load() >= pos {
 		return nil
 	}
-	storeMax(&e.syncReq, pos)
+	StoreMax(&e.syncReq, pos)
 	return e.await(ctx, &e.synced, pos)
 }
 
@@ -637,7 +637,7 @@ func (e *Engine) AwaitAtLeast(ctx context.Context, v *atomic.Uint64, want uint64
 // RequestSync asks the flusher to sync once the bytes below pos are written,
 // without waiting.
 func (e *Engine) RequestSync(pos uint64) {
-	storeMax(&e.syncReq, pos)
+	StoreMax(&e.syncReq, pos)
 	e.wake()
 }
 
@@ -675,7 +675,9 @@ func (e *Engine) await(ctx context.Context, v *atomic.Uint64, want uint64) error
 	}
 }
 
-func storeMax(a *atomic.Uint64, v uint64) {
+// StoreMax raises a to v unless it already holds v or more: a counter that
+// several goroutines push forward, none back.
+func StoreMax(a *atomic.Uint64, v uint64) {
 	for {
 		old := a.Load()
 		if old >= v || a.CompareAndSwap(old, v) {
