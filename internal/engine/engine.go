@@ -273,8 +273,8 @@ type Engine struct {
 	// waiters counts goroutines waiting on the flusher (space, flush or
 	// sync); while non-zero every commit kicks the flusher.
 	waiters atomic.Int32
-	// idle is set by the flusher when it sleeps with nothing to do; the next
-	// commit kicks it. The flusher stores it only when it changes.
+	// idle is set by the flusher when it sleeps with nothing to do; the
+	// commit that clears it kicks the flusher.
 	idle atomic.Bool
 	_    [59]byte
 	// due is when the flusher should next be seen running (nanoseconds
@@ -504,7 +504,10 @@ func (e *Engine) Commit(c Claim) {
 	} else {
 		e.commitBlocks(c)
 	}
-	idle := e.idle.Load()
+	// Only the producer that clears idle wakes an idle flusher and reads
+	// the clock: until the flusher runs (tens of microseconds on a VM),
+	// every other commit would pay a clock read and a wake-up attempt.
+	idle := e.idle.Load() && e.idle.CompareAndSwap(true, false)
 	if idle {
 		e.due.Store(e.nanos(time.Now()) + int64(_lateSlack)) // see Late
 	}

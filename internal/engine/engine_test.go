@@ -841,3 +841,53 @@ func TestFullWritesWhileProducersRefill(t *testing.T) {
 		t.Fatalf("write lengths %v, want %v", sink.lens, want)
 	}
 }
+
+// TestIdleWakeRacingProducers: producers that commit at once into an idle
+// engine race to clear idle, and only the winner kicks the flusher. No
+// round may lose the kick: without Flush or any waiter, everything claimed
+// must still be written within a few flush intervals.
+func TestIdleWakeRacingProducers(t *testing.T) {
+	sink := &memSink{t: t}
+	e, err := New(Config{Size: MinSize, BlockSize: 1024, FlushInterval: time.Millisecond}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const producers, rounds = 4, 200
+	want := make([]uint32, producers)
+	for round := range rounds {
+		deadline := time.Now().Add(5 * time.Second)
+		for !e.idle.Load() {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the flusher never went idle", round)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for id := range producers {
+			wg.Go(func() {
+				buf := make([]byte, 64)
+				<-start
+				if _, err := putRecord(e, id, 64, want[id], buf); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		for id := range want {
+			want[id]++
+		}
+		pos, _ := e.Tail()
+		for e.Written() < pos {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %d of %d bytes written after 5 s with the flusher kicked from idle", round, e.Written(), pos)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkStream(t, sink.bytes(), 0, want)
+}
