@@ -3,6 +3,7 @@ package writer
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/appendlog/appendlog/internal/vfs"
 )
@@ -21,6 +22,10 @@ type fileSink struct {
 func openFileSink(fsys vfs.FS, path string, perm os.FileMode) (*fileSink, error) {
 	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE, perm)
 	if err != nil {
+		return nil, fmt.Errorf("writer: %w", err)
+	}
+	if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("writer: %w", err)
 	}
 	size, err := f.Size()

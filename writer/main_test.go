@@ -12,5 +12,9 @@ func TestMain(m *testing.M) {
 		exitChild()
 		return
 	}
+	if spec := os.Getenv(_crashChildEnv); spec != "" {
+		crashChild(spec)
+		return
+	}
 	goleak.VerifyTestMain(m)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -63,7 +64,8 @@ type Mmap struct {
 }
 
 // OpenMmap opens (creating if needed) the file at path for appending
-// through a mapping. Mmap owns the file: Close closes it.
+// through a mapping, and syncs its directory. Mmap owns the file: Close
+// closes it.
 func OpenMmap(path string, opts *MmapOptions) (*Mmap, error) {
 	var o MmapOptions
 	if opts != nil {
@@ -81,6 +83,10 @@ func OpenMmap(path string, opts *MmapOptions) (*Mmap, error) {
 	chunk := (int64(o.ChunkSize) + _mmapAlign - 1) &^ (_mmapAlign - 1)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, o.Perm)
 	if err != nil {
+		return nil, fmt.Errorf("writer: %w", err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("writer: %w", err)
 	}
 	fi, err := f.Stat()

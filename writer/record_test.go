@@ -2,6 +2,7 @@ package writer
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"strconv"
@@ -74,23 +75,17 @@ func verifyRecords(t testing.TB, data []byte, producers int, lossless, markers b
 			res.markedDrops += n
 			continue
 		}
-		f := bytes.Fields(line)
-		if len(f) != 4 || len(f[0]) != 4 || len(f[1]) != 8 || len(f[3]) != 8 {
-			t.Fatalf("torn or garbled record %q", clip(line))
+		id, ctr, err := parseRecord(line)
+		if err == nil && id >= producers {
+			err = errors.New("bad tag")
 		}
-		sum, err := strconv.ParseUint(string(f[3]), 16, 32)
-		if err != nil || uint32(sum) != crc32.ChecksumIEEE(line[:len(line)-8]) {
-			t.Fatalf("bad checksum in record %q", clip(line))
+		if err != nil {
+			t.Fatalf("%v in record %q", err, clip(line))
 		}
-		id, err1 := strconv.ParseUint(string(f[0]), 16, 16)
-		ctr, err2 := strconv.ParseUint(string(f[1]), 16, 32)
-		if err1 != nil || err2 != nil || int(id) >= producers {
-			t.Fatalf("bad tag in record %q", clip(line))
-		}
-		if lossless && int(ctr) != next[id] || !lossless && int(ctr) < next[id] {
+		if lossless && ctr != next[id] || !lossless && ctr < next[id] {
 			t.Fatalf("producer %d: record %d after %d (lossless=%v)", id, ctr, next[id]-1, lossless)
 		}
-		next[id] = int(ctr) + 1
+		next[id] = ctr + 1
 		res.perProducer[id]++
 		res.records++
 	}
@@ -102,6 +97,25 @@ func verifyRecords(t testing.TB, data []byte, producers int, lossless, markers b
 		}
 	}
 	return res
+}
+
+// parseRecord parses one tagged record, its newline removed, and checks
+// its checksum.
+func parseRecord(line []byte) (id, ctr int, err error) {
+	f := bytes.Fields(line)
+	if len(f) != 4 || len(f[0]) != 4 || len(f[1]) != 8 || len(f[3]) != 8 {
+		return 0, 0, errors.New("torn or garbled")
+	}
+	sum, err := strconv.ParseUint(string(f[3]), 16, 32)
+	if err != nil || uint32(sum) != crc32.ChecksumIEEE(line[:len(line)-8]) {
+		return 0, 0, errors.New("bad checksum")
+	}
+	id64, err1 := strconv.ParseUint(string(f[0]), 16, 16)
+	ctr64, err2 := strconv.ParseUint(string(f[1]), 16, 32)
+	if err1 != nil || err2 != nil {
+		return 0, 0, errors.New("bad tag")
+	}
+	return int(id64), int(ctr64), nil
 }
 
 func clip(b []byte) []byte {

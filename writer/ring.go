@@ -258,7 +258,9 @@ func NewRing(w io.Writer, opts *RingOptions) (*Ring, error) {
 
 // OpenFile opens (creating if needed) the file at path and returns a Ring
 // that appends to it. The Ring owns the file: Close syncs and closes it. It
-// must be the only writer of the file while open.
+// must be the only writer of the file while open. OpenFile syncs the
+// file's directory, so a new file's name survives a power cut together with
+// the records Sync acknowledged.
 //
 // With opts.Direct the file is written with O_DIRECT in whole 4 KiB blocks
 // straight from the ring (only the partial blocks at the ends of a flush
