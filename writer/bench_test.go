@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -374,29 +375,41 @@ func runCeiling(b *testing.B, direct bool, n int64, mode ceiling.Mode, timed boo
 	return wrote, synced
 }
 
-// sleepSink sleeps for delay before every write, then discards it.
-type sleepSink struct{ delay time.Duration }
+// sleepSink takes delay (or more: a sleep ends when its goroutine next
+// gets a CPU) per Write, and adds up the time spent in Write.
+type sleepSink struct {
+	delay time.Duration
+	busy  atomic.Int64 // nanoseconds spent in Write
+}
 
-func (s sleepSink) Write(p []byte) (int, error) {
+func (s *sleepSink) Write(p []byte) (int, error) {
+	start := time.Now()
 	time.Sleep(s.delay)
+	s.busy.Add(int64(time.Since(start)))
 	return len(p), nil
 }
 
 // BenchmarkDropLatency: 8 producers write 128-byte records to a Ring in
 // Drop mode whose sink takes 1 ms per write. Each Write is timed; the
 // benchmark reports the producers' latency quantiles (upper bounds, from a
-// power-of-two histogram) and the share of records dropped.
+// power-of-two histogram) and the share of records dropped, with what says
+// whether the drops were the sink's bandwidth: sink-busy-pct, the share of
+// the run the sink spent in Write (100 when the flusher kept it busy), and
+// KiB-per-write (MaxWrite, 1 MiB for the 8 MiB ring, when it batched fully)
+// and ms-per-write (over 1 when the sleeping flusher waited for a CPU).
 func BenchmarkDropLatency(b *testing.B) {
 	for _, size := range []int{64 << 10, DefaultSize} {
 		b.Run(fmt.Sprintf("ring=%d/size=128/g=8", size), func(b *testing.B) {
 			rec := benchRecord(128)
-			r := must(NewRing(sleepSink{time.Millisecond}, &RingOptions{Size: size, Full: Drop}))
+			sink := &sleepSink{delay: time.Millisecond}
+			r := must(NewRing(sink, &RingOptions{Size: size, Full: Drop}))
 			var mu sync.Mutex
 			var all fineHist
 			b.SetBytes(int64(len(rec)))
 			b.ReportAllocs()
 			b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0)))
 			b.ResetTimer()
+			start := time.Now()
 			b.RunParallel(func(pb *testing.PB) {
 				h := new(fineHist)
 				for pb.Next() {
@@ -412,6 +425,7 @@ func BenchmarkDropLatency(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.StopTimer()
+			elapsed := time.Since(start)
 			s := r.Stats()
 			if s.Records != uint64(b.N) || s.WrittenRecords+s.DroppedRecords != s.Records {
 				b.Fatalf("stats: %d accepted, %d written + %d dropped; want %d", s.Records, s.WrittenRecords, s.DroppedRecords, b.N)
@@ -420,6 +434,11 @@ func BenchmarkDropLatency(b *testing.B) {
 			b.ReportMetric(float64(all.quantile(0.99)), "p99-ns")
 			b.ReportMetric(float64(all.quantile(0.999)), "p99.9-ns")
 			b.ReportMetric(100*float64(s.DroppedRecords)/float64(s.Records), "%dropped")
+			b.ReportMetric(100*float64(sink.busy.Load())/float64(elapsed), "sink-busy-pct")
+			if s.Flushes > 0 {
+				b.ReportMetric(float64(s.WrittenBytes)/float64(s.Flushes)/1024, "KiB-per-write")
+				b.ReportMetric(float64(sink.busy.Load())/float64(s.Flushes)/1e6, "ms-per-write")
+			}
 		})
 	}
 }
