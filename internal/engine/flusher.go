@@ -261,6 +261,12 @@ func (w *minWindow) est() int64 {
 
 // pacer estimates the claim rate from the flusher's passes and says when
 // the next FlushBytes will have been claimed.
+//
+// On Linux a timer under 1 ms fires after about 1 ms: the runtime's
+// netpoller sleeps in epoll_wait, whose timeout is in milliseconds
+// (golang/go#53824). At claim rates where FlushBytes takes less, the
+// flusher wakes late and the producers' kick past half a ring takes over,
+// one wake-up per lap (BENCHMARKS.md, writer, session 4).
 type pacer struct {
 	pos  uint64    // claimed position at the last sample
 	at   time.Time // time of the last sample
