@@ -49,10 +49,6 @@ type directSink struct {
 // blocks, and the bounce buffer for ranges not aligned in memory.
 const _directStage = 64 << 10
 
-// syncDir makes the entry of a file the package created durable. A
-// variable so that tests can see the calls for files opened outside vfs.
-var syncDir = sys.SyncDir
-
 func openDirectSink(path string, perm os.FileMode) (*directSink, error) {
 	f, err := sys.OpenDirect(path, os.O_RDWR|os.O_CREATE, perm)
 	if err != nil {
