@@ -891,3 +891,38 @@ func TestIdleWakeRacingProducers(t *testing.T) {
 	}
 	checkStream(t, sink.bytes(), 0, want)
 }
+
+// TestWriteEstimateProbes: the write-time estimate is the fastest write of
+// the window, and every probeEvery-th write is expected at 3/4 of it, so a
+// sink that got faster is seen even when producers only yield to the
+// flusher once it is late (see minWindow).
+func TestWriteEstimateProbes(t *testing.T) {
+	var w minWindow
+	if got := w.next(); got != 0 {
+		t.Fatalf("estimate before any write: %d", got)
+	}
+	for range len(w.d) {
+		w.add(1000)
+	}
+	probes := 0
+	for i := range 4 * probeEvery {
+		switch got := w.next(); got {
+		case 750:
+			probes++
+			if w.n%probeEvery != probeEvery-1 {
+				t.Fatalf("write %d probed out of turn", i)
+			}
+		case 1000:
+		default:
+			t.Fatalf("write %d expected in %d, want 1000 or a 750 probe", i, got)
+		}
+		w.add(1000 + int64(i)) // slower writes do not raise the minimum
+	}
+	if probes != 4 {
+		t.Fatalf("%d probes in %d writes, want 4", probes, 4*probeEvery)
+	}
+	w.add(800) // the sink got faster
+	if got := w.est(); got != 800 {
+		t.Fatalf("estimate %d after an 800 write, want 800", got)
+	}
+}
