@@ -35,6 +35,26 @@ const _crashChildLife = 20 * time.Second
 // supported where it was asked to write.
 const _exitDirectUnsupported = 4
 
+// producerCounts counts, per producer, the records whose Write returned.
+type producerCounts [_crashProducers]atomic.Int64
+
+// snapshot returns the counts now.
+func (c *producerCounts) snapshot() []int {
+	s := make([]int, len(c))
+	for id := range c {
+		s[id] = int(c[id].Load())
+	}
+	return s
+}
+
+// total returns the sum of counts.
+func total(counts []int) (n int) {
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}
+
 // crashKind is a file-backed writer the crash test kills mid-stream, and
 // what its documented crash state may hold past the whole records.
 type crashKind struct {
@@ -55,9 +75,6 @@ type tornTail struct {
 }
 
 func crashKinds() []crashKind {
-	appendFile := func(path string) (*os.File, error) {
-		return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	}
 	return []crashKind{
 		{"ring-file", tornTail{}, func(path string) (Writer, error) {
 			return OpenFile(path, &RingOptions{Size: 256 << 10})
@@ -120,7 +137,7 @@ func crashChild(spec string) {
 	if w == nil {
 		fail(2, fmt.Errorf("unknown writer kind %q", name))
 	}
-	var counts [_crashProducers]atomic.Int64
+	var counts producerCounts
 	for id := range _crashProducers {
 		go func() {
 			var b []byte
@@ -138,14 +155,11 @@ func crashChild(spec string) {
 	}
 	end := time.Now().Add(_crashChildLife)
 	for time.Now().Before(end) {
-		var acked [_crashProducers]int64
-		for id := range acked {
-			acked[id] = counts[id].Load()
-		}
+		acked := counts.snapshot()
 		if err := w.Sync(); err != nil {
 			fail(2, fmt.Errorf("sync: %w", err))
 		}
-		if _, err := fmt.Printf("ack %d %d %d %d\n", acked[0], acked[1], acked[2], acked[3]); err != nil {
+		if _, err := fmt.Println("ack", strings.Trim(fmt.Sprint(acked), "[]")); err != nil {
 			fail(2, err) // the parent is gone
 		}
 		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
@@ -234,7 +248,7 @@ func runCrashChild(t *testing.T, name, path string, acks int, pause time.Duratio
 		t.Fatal(err)
 	}
 	cmd.Wait() // killed: the error says so
-	if total := acked[0] + acked[1] + acked[2] + acked[3]; total == 0 {
+	if total(acked) == 0 {
 		t.Fatalf("no record acknowledged in %d acks", acks)
 	}
 	return acked
@@ -319,7 +333,7 @@ func TestPowerCutKeepsEverySyncedRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var counts [_crashProducers]atomic.Int64
+		var counts producerCounts
 		var stop atomic.Bool
 		var wg sync.WaitGroup
 		for id := range _crashProducers {
@@ -334,22 +348,19 @@ func TestPowerCutKeepsEverySyncedRecord(t *testing.T) {
 				}
 			})
 		}
-		for deadline := time.Now().Add(5 * time.Second); counts[0].Load()+counts[1].Load()+counts[2].Load()+counts[3].Load() < 200; {
+		for deadline := time.Now().Add(5 * time.Second); total(counts.snapshot()) < 200; {
 			if time.Now().After(deadline) {
 				t.Fatal("producers wrote nothing in 5 s")
 			}
 			time.Sleep(100 * time.Microsecond)
 		}
-		acked := make([]int, _crashProducers)
+		var acked []int
 		for range 1 + rng.IntN(5) {
-			var snap [_crashProducers]int
-			for id := range snap {
-				snap[id] = int(counts[id].Load())
-			}
+			snap := counts.snapshot()
 			if err := r.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			copy(acked, snap[:])
+			acked = snap
 			time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond)
 		}
 		var cutRNG *rand.Rand // nil: only synced content survives

@@ -56,11 +56,16 @@ func (s *tcpSink) output() []byte {
 // openAppend opens a fresh file in t's temp dir with O_APPEND.
 func openAppend(t testing.TB, name string) *os.File {
 	t.Helper()
-	f, err := os.OpenFile(filepath.Join(t.TempDir(), name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := appendFile(filepath.Join(t.TempDir(), name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// appendFile opens (creating if needed) the file at path with O_APPEND.
+func appendFile(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 }
 
 func readFile(t testing.TB, path string) []byte {
