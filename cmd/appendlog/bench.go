@@ -28,7 +28,7 @@ type benchFlags struct {
 	strategies string
 	runs       int
 	runTime    time.Duration
-	maxBytes   string
+	maxBytes   int64
 	records    int64
 	jsonPath   string
 	chartPath  string
@@ -58,6 +58,8 @@ trailer; smaller records are one tag byte per record (writer and counter
 modulo 255/writers), so at those sizes order is checked modulo that number
 and there is no checksum. A case that fails verification is reported as
 FAILED, never as a speed, and bench exits with status 1.
+
+` + _sizeHelp + `
 
 Units: MB = 10^6 bytes of records. ns/op = elapsed / records of all writers
 together. Latency percentiles time one Write call in every N (N chosen so
@@ -100,7 +102,7 @@ run could not be completed), 2 on usage errors.`,
 	fl.StringVar(&f.strategies, "strategies", "", "comma-separated strategy names, or all (default: all)")
 	fl.IntVar(&f.runs, "runs", 0, fmt.Sprintf("measured runs per case, at least %d (default: the preset's)", bench.MinRuns))
 	fl.DurationVar(&f.runTime, "run-time", 0, "target duration of one measured run (default: the preset's)")
-	fl.StringVar(&f.maxBytes, "max-bytes", "", "most record bytes one run writes, e.g. 256MiB (default: the preset's)")
+	sizeVar(fl, &f.maxBytes, "max-bytes", 0, "most record bytes one run writes, e.g. 256MiB (default: the preset's)")
 	fl.StringVar(&f.jsonPath, "json", "", "write the report as JSON to `FILE`")
 	fl.StringVar(&f.chartPath, "chart", "", "draw the throughput chart to `FILE` (.svg or .png)")
 	fl.Int64Var(&f.records, "records", 0, "records per run, all writers together, skipping calibration (for tests)")
@@ -133,7 +135,7 @@ func benchConfig(f *benchFlags) (bench.Config, error) {
 	cfg.Dir = f.dir
 	if f.sizes != "" {
 		var err error
-		if cfg.Sizes, err = parseList("--sizes", f.sizes, parseSize); err != nil {
+		if cfg.Sizes, err = parseList("--sizes", f.sizes, parseSizeInt); err != nil {
 			return cfg, err
 		}
 	}
@@ -163,12 +165,8 @@ func benchConfig(f *benchFlags) (bench.Config, error) {
 		}
 		cfg.RunTime = f.runTime
 	}
-	if f.maxBytes != "" {
-		n, err := parseSize(f.maxBytes)
-		if err != nil {
-			return cfg, usagef("--max-bytes: %v", err)
-		}
-		cfg.MaxBytes = int64(n)
+	if f.maxBytes != 0 {
+		cfg.MaxBytes = f.maxBytes
 	}
 	if f.records < 0 {
 		return cfg, usagef("--records must be positive, got %d", f.records)
@@ -199,8 +197,12 @@ func parseList(flag, s string, parse func(string) (int, error)) ([]int, error) {
 			continue
 		}
 		n, err := parse(part)
-		if err != nil {
-			return nil, usagef("%s: %q is not a number: %v", flag, part, unwrapNum(err))
+		var ne *strconv.NumError
+		switch {
+		case errors.As(err, &ne):
+			return nil, usagef("%s: %q is not a number: %v", flag, part, ne.Err)
+		case err != nil:
+			return nil, usagef("%s: %v", flag, err)
 		}
 		out = append(out, n)
 	}
@@ -208,38 +210,6 @@ func parseList(flag, s string, parse func(string) (int, error)) ([]int, error) {
 		return nil, usagef("%s %q lists nothing", flag, s)
 	}
 	return out, nil
-}
-
-func unwrapNum(err error) error {
-	var ne *strconv.NumError
-	if errors.As(err, &ne) {
-		return ne.Err
-	}
-	return err
-}
-
-// parseSize parses a byte count: 128, 4K, 4KiB, 1MiB, 1M (K and M are
-// powers of two).
-func parseSize(s string) (int, error) {
-	t := strings.TrimSuffix(strings.TrimSpace(s), "B")
-	t = strings.TrimSuffix(t, "i")
-	mult := 1
-	switch {
-	case strings.HasSuffix(t, "K"), strings.HasSuffix(t, "k"):
-		mult, t = 1<<10, t[:len(t)-1]
-	case strings.HasSuffix(t, "M"):
-		mult, t = 1<<20, t[:len(t)-1]
-	case strings.HasSuffix(t, "G"):
-		mult, t = 1<<30, t[:len(t)-1]
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(t))
-	if err != nil {
-		return 0, fmt.Errorf("bad size %q (want e.g. 128, 4KiB, 1MiB)", s)
-	}
-	if n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("size %q out of range", s)
-	}
-	return n * mult, nil
 }
 
 func runBench(cmd *cobra.Command, f *benchFlags) error {

@@ -32,7 +32,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"load", "--sync", "sometimes"}, `--sync must be never, interval, batch or always, got "sometimes"`},
 		{[]string{"load", "--sync-every", "0s"}, "--sync-every must be positive"},
 		{[]string{"load", "--sync-every", "soon"}, "--sync-every"},
-		{[]string{"load", "--segment-size", "-5"}, "--segment-size must not be negative"},
+		{[]string{"load", "--segment-size", "-5"}, `invalid argument "-5" for "--segment-size" flag: negative size`},
 		{[]string{"load", "--segment-size", "100"}, "SegmentSize 100"},
 		{[]string{"verify"}, "missing log directory argument"},
 		{[]string{"verify", dir, dir}, "want one log directory, got 2 arguments"},

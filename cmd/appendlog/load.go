@@ -100,6 +100,8 @@ includes the final flush and fdatasync. Rates count payload bytes only (each
 record also costs a 16-byte frame header on disk); MB = 10^6 bytes and
 MiB = 2^20 bytes.
 
+` + _sizeHelp + `
+
 Output: a progress bar on stderr when stderr is a terminal; with --acks a
 line "durable <seq>" on stdout each time the durable sequence number
 advances (polled every 2ms) and once more at the end; a summary on stderr;
@@ -115,11 +117,11 @@ with --json a JSON object as the last line of stdout.`,
 	fl.StringVar(&f.dir, "dir", "", "log directory, created if missing (default: a temporary directory)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the temporary directory used when --dir is not given")
 	fl.Int64Var(&f.records, "records", 100000, "records to append, in total across writers")
-	fl.IntVar(&f.size, "size", 128, fmt.Sprintf("payload size in bytes (at least %d)", payloadMinSize))
+	sizeVar(fl, &f.size, "size", 128, fmt.Sprintf("payload size, at least %d bytes", payloadMinSize))
 	fl.IntVar(&f.writers, "writers", 4, "concurrent writer goroutines")
 	fl.StringVar(&f.sync, "sync", "batch", "sync mode: never, interval, batch or always")
 	fl.DurationVar(&f.syncEvery, "sync-every", 10*time.Millisecond, "fdatasync period for --sync interval")
-	fl.Int64Var(&f.segmentSize, "segment-size", 0, "segment file size in bytes (0: the wal default)")
+	sizeVar(fl, &f.segmentSize, "segment-size", 0, "segment file size, e.g. 64MiB (0: the wal default)")
 	fl.BoolVar(&f.acks, "acks", false, `print "durable <seq>" to stdout as the durable sequence number advances`)
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on the last line of stdout")
 	return cmd
