@@ -46,7 +46,7 @@ func parsePayload(p []byte) (g, i int, err error) {
 // intact, each writer's counters strictly increasing.
 func readAll(t *testing.T, fsys vfs.FS, dir string) map[uint64][]byte {
 	t.Helper()
-	r, err := OpenReader(dir, 0, &Options{FS: fsys})
+	r, err := OpenReader(dir, 0, &Options{fsys: fsys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 				}
 				return n, nil
 			})
-			opts := &Options{FS: slow, SegmentSize: 64 << 10, BufferSize: 64 << 10, BatchAge: time.Millisecond}
+			opts := &Options{fsys: slow, SegmentSize: 64 << 10, BufferSize: 64 << 10, BatchAge: time.Millisecond}
 			if trial%3 == 1 {
 				opts.Sync = SyncNever
 			}
@@ -146,7 +146,7 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 				t.Log("Close after crash returned nil (nothing was pending)")
 			}
 
-			l2, err := Open(dir, &Options{FS: crashed, SegmentSize: 64 << 10, BufferSize: 64 << 10})
+			l2, err := Open(dir, &Options{fsys: crashed, SegmentSize: 64 << 10, BufferSize: 64 << 10})
 			if err != nil {
 				t.Fatalf("Open after crash: %v", err)
 			}
@@ -174,7 +174,7 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 			}
 
 			// Appends after recovery must survive a second crash.
-			l3, err := Open(dir, &Options{FS: crashed, SegmentSize: 64 << 10, BufferSize: 64 << 10})
+			l3, err := Open(dir, &Options{fsys: crashed, SegmentSize: 64 << 10, BufferSize: 64 << 10})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +196,7 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 			}
 			crashed2 := crashed.Crash(rng)
 			l3.Close()
-			l4, err := Open(dir, &Options{FS: crashed2, SegmentSize: 64 << 10, BufferSize: 64 << 10})
+			l4, err := Open(dir, &Options{fsys: crashed2, SegmentSize: 64 << 10, BufferSize: 64 << 10})
 			if err != nil {
 				t.Fatalf("Open after second crash: %v", err)
 			}

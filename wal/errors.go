@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // These errors are returned by Log methods.
@@ -16,7 +17,54 @@ var (
 	// ErrNotAppended is returned by WaitDurable for a sequence number that
 	// has not been appended yet.
 	ErrNotAppended = errors.New("wal: sequence number not appended yet")
+	// ErrNilContext is returned by Flush, Sync and WaitDurable when given a
+	// nil context. The log is not failed by it.
+	ErrNilContext = errors.New("wal: nil context")
 )
+
+// These errors are returned by Open, OpenReader, Verify and Repair when the
+// directory cannot be used as a log.
+var (
+	// ErrNotLog means the directory holds no segment and no LOCK file but
+	// other files: it is something else, not an appendlog log (an empty
+	// directory is a valid empty log). The returned error is a
+	// *NotLogError.
+	ErrNotLog = errors.New("wal: not an appendlog log")
+	// ErrInUse means another Log or Repair, in this process or another,
+	// holds the log's lock. The returned error names the lock file and the
+	// holder written in it.
+	ErrInUse = errors.New("wal: log is in use")
+)
+
+// NotLogError reports a directory that is not an appendlog log: it has no
+// segment and no LOCK file, but other files. errors.Is(err, ErrNotLog)
+// matches it.
+type NotLogError struct {
+	Dir string
+	// Count is the number of other files; Names lists the first few.
+	Count int
+	Names []string
+}
+
+func (e *NotLogError) Error() string {
+	return fmt.Sprintf("wal: not an appendlog log: %s has no segments and no LOCK file but %s", e.Dir, e.Files())
+}
+
+// Files describes the foreign files, e.g. `3 other files (a, b, c)`.
+func (e *NotLogError) Files() string {
+	what := "other files"
+	if e.Count == 1 {
+		what = "other file"
+	}
+	list := strings.Join(e.Names, ", ")
+	if e.Count > len(e.Names) {
+		list += ", ..."
+	}
+	return fmt.Sprintf("%d %s (%s)", e.Count, what, list)
+}
+
+// Is reports whether target is ErrNotLog.
+func (e *NotLogError) Is(target error) bool { return target == ErrNotLog }
 
 // CorruptionError reports damage that recovery must not repair silently:
 // bytes that do not decode at a place where acknowledged data lives, a

@@ -59,7 +59,7 @@ func FuzzRecover(f *testing.F) {
 			t.Fatal(err)
 		}
 		file.Close()
-		o := &Options{FS: mem, SegmentSize: 64 << 10, BufferSize: 64 << 10}
+		o := &Options{fsys: mem, SegmentSize: 64 << 10, BufferSize: 64 << 10}
 
 		_, verr := Verify(dir, o)
 		l, oerr := Open(dir, o)

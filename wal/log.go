@@ -64,28 +64,34 @@ type Recovery struct {
 // is cut and reported in Recovery. Damage where durable data lives is a
 // *CorruptionError naming segment and offset; Open never skips it.
 //
-// Only one process may have a log open: a second Open fails with an error
-// naming the lock file and its holder.
+// Only one Log may have a log open at a time, in this process or another: a
+// second Open fails with an error wrapping ErrInUse that names the lock file
+// and its holder. A directory holding other files but no segment and no
+// LOCK file is refused with a *NotLogError (ErrNotLog); an empty or missing
+// directory becomes an empty log.
 func Open(dir string, opts *Options) (*Log, error) {
 	o := opts.withDefaults()
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	fsys := o.FS
+	fsys := o.fsys
 	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		// A new directory is durable only once its parent is synced.
 		if err := fsys.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+			return nil, fmt.Errorf("wal: open %s: create directory: %w", dir, err)
 		}
 		if err := fsys.SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
 			return nil, fmt.Errorf("wal: open %s: sync parent directory: %w", dir, err)
 		}
-	} else if err != nil {
-		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
-	lock, err := fsys.Lock(filepath.Join(dir, lockName), fmt.Sprintf("pid %d", os.Getpid()))
+	// Refuse a file, or a directory of something else, before the lock
+	// file is created in it.
+	if _, _, err := openDir(fsys, dir, "open"); err != nil {
+		return nil, err
+	}
+	lock, err := lockLog(fsys, dir, "open", fmt.Sprintf("pid %d", os.Getpid()))
 	if err != nil {
-		return nil, fmt.Errorf("wal: open %s: log is in use: %w", dir, err)
+		return nil, err
 	}
 	l := &Log{dir: dir, opts: o, lock: lock, maxRec: o.MaxRecordSize}
 	w, rec, err := recoverLog(fsys, dir, &o)

@@ -302,7 +302,7 @@ func TestFsyncErrorIsStickyAndNeverRetried(t *testing.T) {
 		}
 		return n, nil
 	}}
-	l := mustOpen(t, "/log", &Options{FS: vfs.WithFaults(mem, cf.injector())})
+	l := mustOpen(t, "/log", &Options{fsys: vfs.WithFaults(mem, cf.injector())})
 	ctx := context.Background()
 	var durable []uint64
 	for i := range 50 {
@@ -362,7 +362,7 @@ func TestWriteErrorsSurfaceAndLoseNothingAcknowledged(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := vfs.NewMem()
-			l := mustOpen(t, "/log", &Options{FS: vfs.WithFaults(mem, tc.inj()), SegmentSize: 64 << 10, BufferSize: 64 << 10})
+			l := mustOpen(t, "/log", &Options{fsys: vfs.WithFaults(mem, tc.inj()), SegmentSize: 64 << 10, BufferSize: 64 << 10})
 			ctx := context.Background()
 			var acked []uint64
 			var lastErr error
@@ -385,7 +385,7 @@ func TestWriteErrorsSurfaceAndLoseNothingAcknowledged(t *testing.T) {
 			}
 			l.Close()
 			crashed := mem.Crash(nil)
-			l2, err := Open("/log", &Options{FS: crashed, SegmentSize: 64 << 10, BufferSize: 64 << 10})
+			l2, err := Open("/log", &Options{fsys: crashed, SegmentSize: 64 << 10, BufferSize: 64 << 10})
 			if err != nil {
 				t.Fatalf("Open after %v: %v", tc.want, err)
 			}
@@ -413,7 +413,7 @@ func buildLog(t *testing.T, dir string, n int) []string {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	segs, _, err := listSegments(vfs.OS(), dir)
+	segs, _, _, err := listSegments(vfs.OS(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -650,7 +650,7 @@ func TestRecoveryAfterKilledProcessIsDurable(t *testing.T) {
 	// Records found by recovery are fsynced before Open returns, so
 	// DurableSeq can honestly report them.
 	mem := vfs.NewMem()
-	l := mustOpen(t, "/log", &Options{FS: mem, Sync: SyncNever})
+	l := mustOpen(t, "/log", &Options{fsys: mem, Sync: SyncNever})
 	for i := range 100 {
 		l.Append(testPayload(4, i, 50))
 	}
@@ -658,7 +658,7 @@ func TestRecoveryAfterKilledProcessIsDurable(t *testing.T) {
 	// The process "dies": no Close. The page cache survives a process
 	// death, so reopen on the same FS after releasing the lock by hand.
 	l.lock.Close()
-	l2 := mustOpen(t, "/log", &Options{FS: mem})
+	l2 := mustOpen(t, "/log", &Options{fsys: mem})
 	if l2.DurableSeq() != 100 {
 		t.Fatalf("DurableSeq after recovery %d", l2.DurableSeq())
 	}

@@ -54,8 +54,7 @@ func ParseSyncMode(s string) (SyncMode, error) {
 // its write-path memory near DefaultBufferSize whatever its size on disk.
 //
 // DefaultSegmentSize bounds recovery: Open CRC-scans at most one segment
-// (the tail), about 15 ms for a full 32 MiB tail on the 2-core VM this was
-// tuned on, whatever the log's total size.
+// (the tail), whatever the log's total size (see BenchmarkOpen).
 const (
 	DefaultSegmentSize   = 32 << 20
 	DefaultBufferSize    = 8 << 20
@@ -68,8 +67,6 @@ const (
 // Options configures a Log. A nil *Options, or a zero field, means the
 // default. Open copies the options; it never modifies the caller's.
 type Options struct {
-	// FS is the file system. Default vfs.OS().
-	FS vfs.FS
 	// SegmentSize is the size at which the active segment is sealed and a
 	// new one started (a segment may exceed it by less than one record).
 	// Default DefaultSegmentSize; at least 64 KiB.
@@ -91,6 +88,9 @@ type Options struct {
 	// FlushInterval bounds how long appended bytes wait in the buffer
 	// before they are handed to the OS. Default DefaultFlushInterval.
 	FlushInterval time.Duration
+	// fsys is the file system, vfs.OS() when nil. Tests set it (see
+	// export_test.go).
+	fsys vfs.FS
 }
 
 // withDefaults returns a copy of o with defaults filled in.
@@ -99,8 +99,8 @@ func (o *Options) withDefaults() Options {
 	if o != nil {
 		c = *o
 	}
-	if c.FS == nil {
-		c.FS = vfs.OS()
+	if c.fsys == nil {
+		c.fsys = vfs.OS()
 	}
 	if c.SegmentSize == 0 {
 		c.SegmentSize = DefaultSegmentSize

@@ -64,24 +64,18 @@ type TornTail struct {
 }
 
 // OpenReader returns a Reader positioned before the first record whose
-// sequence number is at least from.
+// sequence number is at least from. A directory that is not a log is a
+// *NotLogError (see Open).
 func OpenReader(dir string, from uint64, opts *Options) (*Reader, error) {
 	o := opts.withDefaults()
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	st, err := o.FS.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("wal: open reader: %w", err)
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("wal: open reader: %s is not a directory", dir)
-	}
-	segs, foreign, err := listSegments(o.FS, dir)
+	segs, foreign, err := openDir(o.fsys, dir, "open reader")
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{fsys: o.FS, dir: dir, segs: segs, from: from, maxRec: o.MaxRecordSize, foreign: foreign, footerAt: -1}
+	r := &Reader{fsys: o.fsys, dir: dir, segs: segs, from: from, maxRec: o.MaxRecordSize, foreign: foreign, footerAt: -1}
 	if len(segs) > 0 {
 		r.expect = segs[0].firstSeq
 		// Start at the last segment whose first record is <= from.

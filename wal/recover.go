@@ -34,7 +34,7 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 	if err := fsys.Remove(filepath.Join(dir, spareName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, rec, fmt.Errorf("wal: remove %s: %w", spareName, err)
 	}
-	segs, _, err := listSegments(fsys, dir)
+	segs, _, _, err := listSegments(fsys, dir)
 	if err != nil {
 		return nil, rec, err
 	}

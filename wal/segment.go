@@ -45,10 +45,12 @@ type segInfo struct {
 
 // listSegments returns the segments in dir in log order, and the names of
 // other files found there (the lock file and repair side files excluded).
-func listSegments(fsys vfs.FS, dir string) (segs []segInfo, foreign []string, err error) {
+// own reports whether any file of the log's own (a segment, the LOCK file, a
+// spare segment, a repair side file) is there.
+func listSegments(fsys vfs.FS, dir string) (segs []segInfo, foreign []string, own bool, err error) {
 	names, err := fsys.List(dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("wal: list %s: %w", dir, err)
+		return nil, nil, false, fmt.Errorf("wal: list %s: %w", dir, err)
 	}
 	for _, n := range names {
 		if seq, ok := parseSegmentName(n); ok {
@@ -56,12 +58,67 @@ func listSegments(fsys vfs.FS, dir string) (segs []segInfo, foreign []string, er
 			continue
 		}
 		if n == lockName || n == spareName || strings.Contains(n, cutSuffix) {
+			own = true
 			continue
 		}
 		foreign = append(foreign, n)
 	}
 	// Names are zero-padded, so List's lexical order is log order.
+	return segs, foreign, own || len(segs) > 0, nil
+}
+
+// _notLogNames bounds how many foreign names a NotLogError lists.
+const _notLogNames = 3
+
+// openDir checks that dir is a directory that holds a log (or nothing) and
+// returns its segments and foreign files. op names the caller in errors.
+func openDir(fsys vfs.FS, dir, op string) ([]segInfo, []string, error) {
+	st, err := fsys.Stat(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("wal: %s %s: %w", op, dir, err)
+	}
+	if !st.IsDir() {
+		return nil, nil, fmt.Errorf("wal: %s %s: not a directory", op, dir)
+	}
+	segs, foreign, own, err := listSegments(fsys, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !own && len(foreign) > 0 {
+		return nil, nil, &NotLogError{Dir: dir, Count: len(foreign), Names: foreign[:min(len(foreign), _notLogNames)]}
+	}
 	return segs, foreign, nil
+}
+
+// lockLog takes the log's lock for holder. A lock held by someone else is
+// ErrInUse naming the holder; any other failure (a read-only file system,
+// no permission) is returned as that cause, never as "in use".
+func lockLog(fsys vfs.FS, dir, op, holder string) (io.Closer, error) {
+	path := filepath.Join(dir, lockName)
+	lock, err := fsys.Lock(path, holder)
+	if err == nil {
+		return lock, nil
+	}
+	if errors.Is(err, vfs.ErrLocked) {
+		return nil, fmt.Errorf("%w: lock file %s is held by %s", ErrInUse, path, lockHolder(fsys, path))
+	}
+	return nil, fmt.Errorf("wal: %s %s: take lock: %w", op, dir, err)
+}
+
+// lockHolder returns the holder text written in the lock file at path, or
+// "an unknown holder".
+func lockHolder(fsys vfs.FS, path string) string {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return "an unknown holder"
+	}
+	defer f.Close()
+	b := make([]byte, 256)
+	n, _ := f.ReadAt(b, 0) // best effort: the text is only for the message
+	if h := strings.TrimSpace(string(b[:n])); h != "" {
+		return strconv.Quote(h)
+	}
+	return "an unknown holder"
 }
 
 // readHeader reads and checks a segment's file header and durable mark.

@@ -72,20 +72,22 @@ type RepairReport struct {
 // corruption: everything from the first bad byte on is moved into side
 // files, so Open then succeeds with every record before the damage. Without
 // force, corruption is returned as a *CorruptionError and nothing changes.
-// The log must not be open.
+//
+// Repair takes the log's lock before it looks: a log another Log or Repair
+// holds is refused with ErrInUse naming the holder, and a directory that is
+// not a log with a *NotLogError, before any file is created in it.
 func Repair(dir string, force bool, opts *Options) (*RepairReport, error) {
 	o := opts.withDefaults()
-	// Look before taking the lock, so that repairing something that is not
-	// a log (or a clean one) leaves no LOCK file behind; then look again
-	// under the lock.
-	if rep, err := Verify(dir, &o); rep == nil {
+	if err := o.validate(); err != nil {
 		return nil, err
-	} else if err == nil && rep.Torn == nil {
-		return &RepairReport{}, nil
 	}
-	lock, err := o.FS.Lock(filepath.Join(dir, lockName), fmt.Sprintf("pid %d (repair)", os.Getpid()))
+	// Refuse what is not a log before the lock file is created in it.
+	if _, _, err := openDir(o.fsys, dir, "repair"); err != nil {
+		return nil, err
+	}
+	lock, err := lockLog(o.fsys, dir, "repair", fmt.Sprintf("pid %d (repair)", os.Getpid()))
 	if err != nil {
-		return nil, fmt.Errorf("wal: repair %s: %w", dir, err)
+		return nil, err
 	}
 	defer lock.Close()
 	rep, verr := Verify(dir, &o)
@@ -113,7 +115,7 @@ func Repair(dir string, force bool, opts *Options) (*RepairReport, error) {
 	}
 	out.Segment, out.Offset = cutSeg, cutAt
 
-	segs, _, err := listSegments(o.FS, dir)
+	segs, _, _, err := listSegments(o.fsys, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -140,14 +142,14 @@ func Repair(dir string, force bool, opts *Options) (*RepairReport, error) {
 			out.RemovedSegments = append(out.RemovedSegments, s.name)
 		}
 	}
-	if err := o.FS.SyncDir(dir); err != nil {
+	if err := o.fsys.SyncDir(dir); err != nil {
 		return out, fmt.Errorf("wal: repair: %w", err)
 	}
 	return out, nil
 }
 
 func moveAside(o *Options, dir, name string) error {
-	if err := o.FS.Rename(filepath.Join(dir, name), filepath.Join(dir, name+cutSuffix)); err != nil {
+	if err := o.fsys.Rename(filepath.Join(dir, name), filepath.Join(dir, name+cutSuffix)); err != nil {
 		return fmt.Errorf("wal: repair: move %s aside: %w", name, err)
 	}
 	return nil
@@ -156,7 +158,7 @@ func moveAside(o *Options, dir, name string) error {
 // cutSegment copies [at, end) of a segment into a side file, truncates the
 // segment at at and rewrites its durable mark to match.
 func cutSegment(o *Options, dir, name string, at int64, nextSeq uint64, out *RepairReport) error {
-	f, err := o.FS.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+	f, err := o.fsys.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("wal: repair: %w", err)
 	}
@@ -194,7 +196,7 @@ func cutSegment(o *Options, dir, name string, at int64, nextSeq uint64, out *Rep
 // returns its name.
 func saveCut(o *Options, dir string, f vfs.File, name string, at, end int64) (string, error) {
 	side := fmt.Sprintf("%s%s-%d", name, cutSuffix, at)
-	sf, err := o.FS.OpenFile(filepath.Join(dir, side), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	sf, err := o.fsys.OpenFile(filepath.Join(dir, side), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return "", fmt.Errorf("wal: repair: %w", err)
 	}

@@ -38,7 +38,7 @@ With --count, dump prints only the number of records from --from on.
 dump reads without locking and never changes the log. A torn tail (see
 "appendlog verify --help") ends the output with a note on stderr. Exit
 status 1 means the log could not be read to its end (the message says where
-it stopped).`,
+it stopped), or that DIR is missing or not an appendlog log.`,
 		Example: `  appendlog dump /tmp/log | head
   appendlog dump --from 1000 --hex /tmp/log
   appendlog dump --count /tmp/log`,
@@ -60,7 +60,7 @@ func runDump(stdout, stderr io.Writer, dir string, f *dumpFlags) (err error) {
 	}
 	r, err := wal.OpenReader(dir, f.from, nil)
 	if err != nil {
-		return fmt.Errorf("%s: %w", dir, err)
+		return describeVerifyError(dir, err)
 	}
 	defer r.Close()
 

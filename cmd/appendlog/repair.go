@@ -28,7 +28,9 @@ log on, including later segments. That drops records which may have been
 acknowledged: the cut bytes are kept in side files next to the segments so
 they can be inspected or salvaged.
 
-repair takes the log's lock: do not run it while a process has the log open.`,
+repair takes the log's lock before it looks at the log: it refuses a log
+that another process has open (exit status 1, naming the holder), and a
+directory that is not an appendlog log, where it creates nothing.`,
 		Example: `  appendlog repair /tmp/log
   appendlog repair --force /tmp/log`,
 		Args: dirArg,

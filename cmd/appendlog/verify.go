@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -23,7 +24,9 @@ Exit status 0 means the log is clean, or its only damage is a torn tail:
 the partial last write of a crash, which opening the log (or
 "appendlog repair") cuts. Exit status 1 means damage anywhere else (the
 message names the segment, the byte offset and the kind of damage), or
-that DIR is missing or unreadable; exit status 2 is a usage error.
+that DIR is missing, unreadable, or not an appendlog log (a directory with
+no segments and no LOCK file but other files; an empty directory is an
+empty log); exit status 2 is a usage error.
 
 With --payloads, verify also checks that every payload is one written by
 "appendlog load": its checksum and filler are intact, and each writer's
@@ -125,12 +128,19 @@ func checkPayloads(dir string, rep *wal.VerifyReport) (string, error) {
 	return s + ".", nil
 }
 
-// describeVerifyError turns a wal.Verify error into a message naming the
-// segment, the byte offset and the kind of damage.
+// describeVerifyError turns an error from the wal package into a message
+// that starts with dir and names the cause: the segment, byte offset and
+// kind of damage, a directory that is not a log, or a log in use.
 func describeVerifyError(dir string, err error) error {
 	var ce *wal.CorruptionError
-	if errors.As(err, &ce) {
+	var nl *wal.NotLogError
+	switch {
+	case errors.As(err, &ce):
 		return fmt.Errorf("%s: damaged: %s", dir, describeCorruption(ce))
+	case errors.As(err, &nl):
+		return fmt.Errorf("%s: not an appendlog log: no segments and no LOCK file, but %s", dir, nl.Files())
+	case errors.Is(err, wal.ErrInUse):
+		return fmt.Errorf("%s: %s", dir, strings.TrimPrefix(err.Error(), "wal: "))
 	}
 	return fmt.Errorf("%s: %w", dir, err)
 }
