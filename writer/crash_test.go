@@ -329,7 +329,7 @@ func TestPowerCutKeepsEverySyncedRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 		const path = "/logs/app.log"
-		r, err := OpenFile(path, &RingOptions{Size: 64 << 10, fsys: mem})
+		r, err := OpenFile(path, &RingOptions{Size: 64 << 10, fsys: mem, lockFile: noLock})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -94,6 +94,29 @@
 //	...
 //	writer.Exit(1, ring) // instead of os.Exit(1) or log.Fatal
 //
+// # One writer per file
+//
+// OpenFile (buffered or O_DIRECT) and OpenMmap take an exclusive advisory
+// lock (flock(2)) on the log file before they write anything, and hold it
+// until Close. A second open of the same file, by any of them, in this
+// process or another, fails with an error wrapping ErrInUse that names the
+// file and the holder's pid:
+//
+//	writer: open /var/log/app.log: in use by another writer (pid 1234)
+//
+// Two writers on one file would each write at the offsets they track and
+// overwrite each other's records. Where the platform has no flock(2), the
+// lock only excludes other writers in the same process; where it cannot
+// say who holds a lock (other than Linux), the pid reads "unknown". The
+// lock is advisory: a program that opens the file without this package is
+// not stopped.
+//
+// For many processes logging to one file, either give the file one writer
+// process and have the others send it their records (a pipe, a socket,
+// NewRing's io.Writer sink in the senders), or use the shared mmap log,
+// package shmlog (planned: many processes appending to one file through a
+// shared mapping, in one total order).
+//
 // # Reference strategies
 //
 // Direct (one write(2) per record), Buffered (a page-aligned buffer under a

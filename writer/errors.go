@@ -19,4 +19,9 @@ var (
 	// O_DIRECT. It is the same value as the internal sys error, so
 	// errors.Is matches either.
 	ErrDirectUnsupported = sys.ErrDirectUnsupported
+	// ErrInUse is wrapped by the error OpenFile and OpenMmap return when
+	// another writer, in this process or another, has the file open: each
+	// holds an exclusive lock on its file until Close. The message names
+	// the file and, where the platform can tell, the holder's pid.
+	ErrInUse = errors.New("writer: file in use by another writer")
 )

@@ -12,6 +12,10 @@ func TestMain(m *testing.M) {
 		exitChild()
 		return
 	}
+	if spec := os.Getenv(_lockChildEnv); spec != "" {
+		lockChild(spec)
+		return
+	}
 	if spec := os.Getenv(_crashChildEnv); spec != "" {
 		crashChild(spec)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -45,6 +46,7 @@ const _mmapAlign = 64 << 10
 // raises SIGBUS).
 type Mmap struct {
 	f     *os.File
+	lock  io.Closer // the lock on the file, released by Close
 	chunk int64
 
 	mu struct {
@@ -65,7 +67,9 @@ type Mmap struct {
 
 // OpenMmap opens (creating if needed) the file at path for appending
 // through a mapping, and syncs its directory. Mmap owns the file: Close
-// closes it.
+// closes it. Like OpenFile, it first takes an exclusive lock on the file,
+// held until Close, and fails with an error wrapping ErrInUse if another
+// writer holds it.
 func OpenMmap(path string, opts *MmapOptions) (*Mmap, error) {
 	var o MmapOptions
 	if opts != nil {
@@ -81,6 +85,21 @@ func OpenMmap(path string, opts *MmapOptions) (*Mmap, error) {
 		o.Perm = DefaultPerm
 	}
 	chunk := (int64(o.ChunkSize) + _mmapAlign - 1) &^ (_mmapAlign - 1)
+	lock, err := lockFile(path, o.Perm)
+	if err != nil {
+		return nil, err
+	}
+	m, err := openMmap(path, o, chunk)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	m.lock = lock
+	return m, nil
+}
+
+// openMmap opens and maps the file for OpenMmap, which holds its lock.
+func openMmap(path string, o MmapOptions, chunk int64) (*Mmap, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, o.Perm)
 	if err != nil {
 		return nil, fmt.Errorf("writer: %w", err)
@@ -237,6 +256,9 @@ func (m *Mmap) Close() error {
 		}
 		if err != nil {
 			err = fmt.Errorf("writer: close: %w", err)
+		}
+		if lerr := m.lock.Close(); err == nil {
+			err = lerr
 		}
 		m.closeErr = err
 	})

@@ -128,6 +128,9 @@ type RingOptions struct {
 	// fsys opens regular (not Direct) files in OpenFile. Tests inject
 	// faults through it. Default vfs.OS().
 	fsys vfs.FS
+	// lockFile takes OpenFile's lock on the file. Default lockFile; tests
+	// whose fsys holds no real files replace it.
+	lockFile func(path string, perm os.FileMode) (io.Closer, error)
 }
 
 // Validate reports whether the options are usable.
@@ -181,6 +184,9 @@ func (o *RingOptions) withDefaults() RingOptions {
 	if c.fsys == nil {
 		c.fsys = vfs.OS()
 	}
+	if c.lockFile == nil {
+		c.lockFile = lockFile
+	}
 	return c
 }
 
@@ -222,6 +228,7 @@ type Ring struct {
 	markersN     atomic.Uint64
 	markerBytes  atomic.Uint64
 
+	lock       io.Closer // OpenFile's lock on the file; nil for NewRing
 	closed     atomic.Bool
 	closeOnce  sync.Once
 	closeErr   error
@@ -257,10 +264,16 @@ func NewRing(w io.Writer, opts *RingOptions) (*Ring, error) {
 }
 
 // OpenFile opens (creating if needed) the file at path and returns a Ring
-// that appends to it. The Ring owns the file: Close syncs and closes it. It
-// must be the only writer of the file while open. OpenFile syncs the
-// file's directory, so a new file's name survives a power cut together with
-// the records Sync acknowledged.
+// that appends to it. The Ring owns the file: Close syncs and closes it.
+// OpenFile syncs the file's directory, so a new file's name survives a
+// power cut together with the records Sync acknowledged.
+//
+// The Ring is the only writer of the file while open: OpenFile takes an
+// exclusive lock on it (flock(2)), released by Close, before writing
+// anything. If another writer (a Ring, an Mmap, in this process or
+// another) holds it, OpenFile fails with an error wrapping ErrInUse that
+// names the file and the holder's pid. See the package doc for many
+// processes writing one log.
 //
 // With opts.Direct the file is written with O_DIRECT in whole 4 KiB blocks
 // straight from the ring (only the partial blocks at the ends of a flush
@@ -274,23 +287,27 @@ func OpenFile(path string, opts *RingOptions) (*Ring, error) {
 		return nil, err
 	}
 	o := opts.withDefaults()
-	var (
-		s   ringSink
-		err error
-	)
+	lock, err := o.lockFile(path, o.Perm)
+	if err != nil {
+		return nil, err
+	}
+	var s ringSink
 	if o.Direct {
 		s, err = openDirectSink(path, o.Perm)
 	} else {
 		s, err = openFileSink(o.fsys, path, o.Perm)
 	}
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	r, err := newRing(s, o, make(chan struct{}))
 	if err != nil {
 		s.close()
+		lock.Close()
 		return nil, err
 	}
+	r.lock = lock
 	return r, nil
 }
 
@@ -550,6 +567,13 @@ func (r *Ring) CloseContext(ctx context.Context) error {
 		}
 		if cerr := r.sink.close(); err == nil {
 			err = cerr
+		}
+		if r.lock != nil {
+			// After the sink's last write and sync: no other writer
+			// can open the file before this one is done with it.
+			if lerr := r.lock.Close(); err == nil {
+				err = lerr
+			}
 		}
 		r.closeErr = err
 	})
