@@ -109,6 +109,9 @@ func (b *Buffered) flushLocked() error {
 // Flush writes the buffered records to the sink. ctx is not consulted: the
 // write happens in the calling goroutine.
 func (b *Buffered) Flush(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext("Buffered.Flush")
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.stateLocked(); err != nil {

@@ -54,6 +54,9 @@ func (d *Direct) Write(p []byte) (int, error) {
 // Flush does nothing: Direct does not buffer. It returns ErrClosed after
 // Close.
 func (d *Direct) Flush(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext("Direct.Flush")
+	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.closed {

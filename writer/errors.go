@@ -2,6 +2,7 @@ package writer
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/appendlog/appendlog/internal/sys"
 )
@@ -24,4 +25,14 @@ var (
 	// holds an exclusive lock on its file until Close. The message names
 	// the file and, where the platform can tell, the holder's pid.
 	ErrInUse = errors.New("writer: file in use by another writer")
+	// ErrNilContext is wrapped by the error of every method that takes a
+	// context (Flush, SyncContext, CloseContext) called with a nil one.
+	// The call does nothing else: the writer is not failed, and a
+	// CloseContext so called does not close it.
+	ErrNilContext = errors.New("writer: nil context")
 )
+
+// errNilContext is the error of a method called with a nil context.
+func errNilContext(method string) error {
+	return fmt.Errorf("%w passed to %s", ErrNilContext, method)
+}

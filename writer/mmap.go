@@ -196,6 +196,9 @@ func (m *Mmap) Write(p []byte) (int, error) {
 // Flush does nothing: a returned Write is already in the page cache. It
 // returns ErrClosed after Close.
 func (m *Mmap) Flush(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext("Mmap.Flush")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.stateLocked()

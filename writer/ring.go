@@ -506,6 +506,9 @@ func mapErr(err error) error {
 // to the sink (the OS, for a file). Cancelling ctx abandons the wait, not
 // the write.
 func (r *Ring) Flush(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext("Ring.Flush")
+	}
 	if err := r.state(); err != nil {
 		return err
 	}
@@ -523,6 +526,9 @@ func (r *Ring) Sync() error { return r.SyncContext(context.Background()) }
 // While an io.Writer sink keeps failing, Sync waits for it to recover (or
 // for RetryLimit); bound the wait with SyncContext.
 func (r *Ring) SyncContext(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext("Ring.SyncContext")
+	}
 	if err := r.state(); err != nil {
 		return err
 	}
@@ -550,8 +556,12 @@ func (r *Ring) Close() error {
 // CloseContext returns the sink's error. A sink that is making progress is
 // not interrupted, but a write blocked in a sink with SetWriteDeadline (a
 // net.Conn whose peer stopped reading) is: the deadline is set in the past,
-// and left so, to make the write return.
+// and left so, to make the write return. A nil ctx is refused
+// (ErrNilContext) and leaves the Ring open.
 func (r *Ring) CloseContext(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext("Ring.CloseContext")
+	}
 	r.closeOnce.Do(func() {
 		r.closed.Store(true)
 		stop := context.AfterFunc(ctx, r.abandon)

@@ -275,6 +275,9 @@ func (s *Slab) writeSlab(sl *slab) {
 // Flush waits until every record written before the call has been handed
 // to the sink, or ctx is done.
 func (s *Slab) Flush(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext("Slab.Flush")
+	}
 	s.mu.Lock()
 	if err := s.stateLocked(); err != nil {
 		s.mu.Unlock()
