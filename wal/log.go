@@ -109,7 +109,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	l.eng, err = engine.New(engine.Config{
 		Size:          o.BufferSize,
 		FlushInterval: o.FlushInterval,
-		Sync:          engine.SyncMode(o.Sync),
+		Sync:          engineSyncMode(o.Sync),
 		SyncEvery:     o.SyncEvery,
 		BatchBytes:    o.BatchBytes,
 		BatchAge:      o.BatchAge,
@@ -123,8 +123,17 @@ func Open(dir string, opts *Options) (*Log, error) {
 	return l, nil
 }
 
-// The wal and engine sync modes share their values.
-var _ = [1]struct{}{}[int(SyncNever)-int(engine.SyncNever)+int(SyncBatch)-int(engine.SyncBatch)+int(SyncInterval)-int(engine.SyncInterval)]
+// engineSyncMode maps a validated SyncMode to the engine's policy of the
+// same meaning.
+func engineSyncMode(m SyncMode) engine.SyncMode {
+	switch m {
+	case SyncInterval:
+		return engine.SyncInterval
+	case SyncBatch:
+		return engine.SyncBatch
+	}
+	return engine.SyncNever
+}
 
 // Recovery returns what Open found and did.
 func (l *Log) Recovery() Recovery { return l.rec }
@@ -201,21 +210,33 @@ func (l *Log) AppendBatch(recs [][]byte) (first uint64, err error) {
 }
 
 // Flush returns once every record appended before the call has been handed
-// to the OS. Cancelling ctx abandons the wait, not the write.
+// to the OS. Cancelling ctx abandons the wait, not the write. A nil ctx is
+// ErrNilContext.
 func (l *Log) Flush(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: Flush", ErrNilContext)
+	}
 	return l.mapErr(l.eng.Flush(ctx))
 }
 
 // Sync returns once every record appended before the call is durable
-// (fdatasync, and the directory fsynced for any segment created).
+// (fdatasync, and the directory fsynced for any segment created). A nil ctx
+// is ErrNilContext.
 func (l *Log) Sync(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: Sync", ErrNilContext)
+	}
 	return l.mapErr(l.eng.Sync(ctx))
 }
 
 // WaitDurable returns once record seq is durable. Waiters from many
 // goroutines share one fdatasync (group commit); only a sync that covered
-// the record releases its waiter. Cancelling ctx abandons the wait.
+// the record releases its waiter. Cancelling ctx abandons the wait. A nil
+// ctx is ErrNilContext.
 func (l *Log) WaitDurable(ctx context.Context, seq uint64) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: WaitDurable", ErrNilContext)
+	}
 	if l.w.durable.Load() > seq {
 		return nil
 	}

@@ -21,6 +21,14 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// noErr fails the test at once if err is not nil.
+func noErr(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func mustOpen(t *testing.T, dir string, o *Options) *Log {
 	t.Helper()
 	l, err := Open(dir, o)
@@ -170,10 +178,20 @@ func TestCloseRacingAppendsLosesNothing(t *testing.T) {
 	l := mustOpen(t, dir, &Options{BufferSize: 64 << 10})
 	var ok atomic.Int64
 	var wg sync.WaitGroup
+	// running is done once every appender has appended 100 records: Close
+	// then races appenders that are still going.
+	var running sync.WaitGroup
+	running.Add(8)
 	for id := range 8 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
+				if i == 100 {
+					running.Done()
+				}
 				if _, err := l.Append(testPayload(id, i, 64)); err != nil {
+					if i < 100 {
+						running.Done()
+					}
 					if !errors.Is(err, ErrClosed) {
 						t.Error(err)
 					}
@@ -183,7 +201,7 @@ func TestCloseRacingAppendsLosesNothing(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(5 * time.Millisecond)
+	running.Wait()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +244,8 @@ func TestAppendErrors(t *testing.T) {
 	if first, err := l.AppendBatch(nil); first != 0 || err != nil {
 		t.Errorf("empty batch: %d %v", first, err)
 	}
-	seq, _ := l.Append(nil) // empty records are records
+	seq, err := l.Append(nil) // empty records are records
+	noErr(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := l.WaitDurable(ctx, seq); err != nil && !errors.Is(err, context.Canceled) {
@@ -250,7 +269,8 @@ func TestSyncModesMakeRecordsDurableOnTheirOwn(t *testing.T) {
 		t.Run(o.Sync.String(), func(t *testing.T) {
 			l := mustOpen(t, t.TempDir(), &o)
 			defer l.Close()
-			seq, _ := l.Append([]byte("x"))
+			seq, err := l.Append([]byte("x"))
+			noErr(t, err)
 			deadline := time.Now().Add(5 * time.Second)
 			for l.DurableSeq() < seq {
 				if time.Now().After(deadline) {
@@ -316,8 +336,9 @@ func TestFsyncErrorIsStickyAndNeverRetried(t *testing.T) {
 		durable = append(durable, seq)
 	}
 	failing.Store(true)
-	seq, _ := l.Append(testPayload(1, 50, 100))
-	err := l.WaitDurable(ctx, seq)
+	seq, err := l.Append(testPayload(1, 50, 100))
+	noErr(t, err)
+	err = l.WaitDurable(ctx, seq)
 	if !errors.Is(err, syscall.EIO) {
 		t.Fatalf("WaitDurable over a failing fsync: %v", err)
 	}
@@ -383,13 +404,15 @@ func TestWriteErrorsSurfaceAndLoseNothingAcknowledged(t *testing.T) {
 			if _, err := l.Append([]byte("x")); !errors.Is(err, tc.want) {
 				t.Fatalf("Append after failure: %v", err)
 			}
-			l.Close()
+			if err := l.Close(); !errors.Is(err, tc.want) {
+				t.Fatalf("Close after failure: %v, want %v", err, tc.want)
+			}
 			crashed := mem.Crash(nil)
 			l2, err := Open("/log", &Options{fsys: crashed, SegmentSize: 64 << 10, BufferSize: 64 << 10})
 			if err != nil {
 				t.Fatalf("Open after %v: %v", tc.want, err)
 			}
-			l2.Close()
+			noErr(t, l2.Close())
 			got := readAll(t, crashed, "/log")
 			for _, s := range acked {
 				if _, ok := got[s]; !ok {
@@ -454,17 +477,18 @@ func TestOpenAndVerifyBadInput(t *testing.T) {
 	}{
 		{"clean", func(*testing.T, string, []string) {}, check{}},
 		{"foreign-file", func(t *testing.T, dir string, _ []string) {
-			os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hi"), 0o644)
+			noErr(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hi"), 0o644))
 		}, check{}},
 		{"missing-middle-segment", func(t *testing.T, dir string, segs []string) {
-			os.Remove(filepath.Join(dir, segs[2]))
+			noErr(t, os.Remove(filepath.Join(dir, segs[2])))
 		}, check{openErr: "a segment is missing", verifyErr: "a segment is missing"}},
 		{"flipped-byte-sealed-segment", func(t *testing.T, dir string, segs []string) {
 			flipByte(t, filepath.Join(dir, segs[1]), 9000)
 		}, check{verifyErr: "00000000000000000"}}, // Open trusts sealed segments; Verify reads them
 		{"flipped-footer", func(t *testing.T, dir string, segs []string) {
 			p := filepath.Join(dir, segs[0])
-			st, _ := os.Stat(p)
+			st, err := os.Stat(p)
+			noErr(t, err)
 			flipByte(t, p, st.Size()-10)
 		}, check{openErr: "sealed segment is not whole", verifyErr: "no valid footer"}},
 		{"flipped-byte-durable-tail", func(t *testing.T, dir string, segs []string) {
@@ -474,9 +498,11 @@ func TestOpenAndVerifyBadInput(t *testing.T) {
 			// Append garbage after the last record and drop the mark, as a
 			// crash between write and fdatasync would.
 			p := filepath.Join(dir, segs[len(segs)-1])
-			f, _ := os.OpenFile(p, os.O_RDWR, 0)
+			f, err := os.OpenFile(p, os.O_RDWR, 0)
+			noErr(t, err)
 			defer f.Close()
-			r, _ := OpenReader(dir, 0, nil)
+			r, err := OpenReader(dir, 0, nil)
+			noErr(t, err)
 			for r.Next() {
 			}
 			end := r.Torn()
@@ -486,20 +512,26 @@ func TestOpenAndVerifyBadInput(t *testing.T) {
 			}
 			var mark frame.Mark
 			b := make([]byte, frame.MarkSize)
-			f.ReadAt(b, frame.MarkOffset)
-			mark, _ = frame.DecodeMark(b)
+			_, err = f.ReadAt(b, frame.MarkOffset)
+			noErr(t, err)
+			mark, ok := frame.DecodeMark(b)
+			if !ok {
+				t.Fatal("no durable mark after Close")
+			}
 			frame.PutMark(b, frame.Mark{DurableEnd: mark.DurableEnd - 500, NextSeq: 1})
-			f.WriteAt(b, frame.MarkOffset)
-			f.WriteAt(bytes.Repeat([]byte{0xAB}, 77), mark.DurableEnd-10)
+			_, err = f.WriteAt(b, frame.MarkOffset)
+			noErr(t, err)
+			_, err = f.WriteAt(bytes.Repeat([]byte{0xAB}, 77), mark.DurableEnd-10)
+			noErr(t, err)
 		}, check{torn: true}},
 		{"random-bytes-segment", func(t *testing.T, dir string, segs []string) {
-			os.WriteFile(filepath.Join(dir, segs[len(segs)-1]), bytes.Repeat([]byte("garbage!"), 1000), 0o644)
+			noErr(t, os.WriteFile(filepath.Join(dir, segs[len(segs)-1]), bytes.Repeat([]byte("garbage!"), 1000), 0o644))
 		}, check{openErr: "bad header", verifyErr: "bad header"}},
 		{"stray-segment-name", func(t *testing.T, dir string, segs []string) {
-			os.WriteFile(filepath.Join(dir, "00000000000099999999.seg"), make([]byte, 8192), 0o644)
+			noErr(t, os.WriteFile(filepath.Join(dir, "00000000000099999999.seg"), make([]byte, 8192), 0o644))
 		}, check{openErr: "sealed segment is not whole", verifyErr: "no valid footer but is followed by 00000000000099999999.seg"}},
 		{"overflowing-segment-name-is-foreign", func(t *testing.T, dir string, segs []string) {
-			os.WriteFile(filepath.Join(dir, "99999999999999999999.seg"), make([]byte, 8192), 0o644)
+			noErr(t, os.WriteFile(filepath.Join(dir, "99999999999999999999.seg"), make([]byte, 8192), 0o644))
 		}, check{}},
 		{"unfinished-segment-creation", func(t *testing.T, dir string, segs []string) {
 			// The crash state between sealing the tail and finishing the
@@ -511,7 +543,10 @@ func TestOpenAndVerifyBadInput(t *testing.T) {
 			}
 			end := dataEnd(t, dir)
 			last := segs[len(segs)-1]
-			first, _ := parseSegmentName(last)
+			first, ok := parseSegmentName(last)
+			if !ok {
+				t.Fatalf("bad segment name %s", last)
+			}
 			f, err := os.OpenFile(filepath.Join(dir, last), os.O_RDWR, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -519,9 +554,10 @@ func TestOpenAndVerifyBadInput(t *testing.T) {
 			defer f.Close()
 			ft := make([]byte, frame.FooterSize)
 			frame.PutFooter(ft, frame.Footer{FirstSeq: first, Count: v.NextSeq - first, DataEnd: end})
-			f.WriteAt(ft, end)
-			f.Truncate(end + frame.FooterSize)
-			os.WriteFile(filepath.Join(dir, segmentName(v.NextSeq)), make([]byte, 6000), 0o644)
+			_, err = f.WriteAt(ft, end)
+			noErr(t, err)
+			noErr(t, f.Truncate(end+frame.FooterSize))
+			noErr(t, os.WriteFile(filepath.Join(dir, segmentName(v.NextSeq)), make([]byte, 6000), 0o644))
 		}, check{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -559,7 +595,7 @@ func TestOpenAndVerifyBadInput(t *testing.T) {
 				t.Fatalf("Open: %v", err)
 			}
 			rec := l.Recovery()
-			l.Close()
+			noErr(t, l.Close())
 			if tc.torn && (rec.TruncatedBytes == 0 || rec.TruncatedAt < 0) {
 				t.Fatalf("torn tail not reported: %+v", rec)
 			}
@@ -582,9 +618,11 @@ func TestRepair(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.WriteAt(make([]byte, frame.MarkSize), frame.MarkOffset)
-		f.WriteAt([]byte("torn!torn!"), end+3)
-		f.Close()
+		_, err = f.WriteAt(make([]byte, frame.MarkSize), frame.MarkOffset)
+		noErr(t, err)
+		_, err = f.WriteAt([]byte("torn!torn!"), end+3)
+		noErr(t, err)
+		noErr(t, f.Close())
 		rep, err := Repair(dir, false, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -592,7 +630,8 @@ func TestRepair(t *testing.T) {
 		if rep.CutBytes != 13 || rep.SideFile == "" {
 			t.Fatalf("repair: %+v", rep)
 		}
-		side, _ := os.ReadFile(filepath.Join(dir, rep.SideFile))
+		side, err := os.ReadFile(filepath.Join(dir, rep.SideFile))
+		noErr(t, err)
 		if !bytes.Contains(side, []byte("torn!torn!")) {
 			t.Fatalf("side file lacks the cut bytes: %q", side)
 		}
@@ -652,9 +691,10 @@ func TestRecoveryAfterKilledProcessIsDurable(t *testing.T) {
 	mem := vfs.NewMem()
 	l := mustOpen(t, "/log", &Options{fsys: mem, Sync: SyncNever})
 	for i := range 100 {
-		l.Append(testPayload(4, i, 50))
+		_, err := l.Append(testPayload(4, i, 50))
+		noErr(t, err)
 	}
-	l.Flush(context.Background())
+	noErr(t, l.Flush(context.Background()))
 	// The process "dies": no Close. The page cache survives a process
 	// death, so reopen on the same FS after releasing the lock by hand.
 	l.lock.Close()
@@ -662,7 +702,7 @@ func TestRecoveryAfterKilledProcessIsDurable(t *testing.T) {
 	if l2.DurableSeq() != 100 {
 		t.Fatalf("DurableSeq after recovery %d", l2.DurableSeq())
 	}
-	l2.Close()
+	noErr(t, l2.Close())
 	l.eng.Close()
 	l.w.closeFile(false) // join the dead log's sealer
 	if got := readAll(t, mem.Crash(nil), "/log"); len(got) != 100 {

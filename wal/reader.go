@@ -60,7 +60,10 @@ type TornTail struct {
 	Segment string
 	Offset  int64 // where valid data ends
 	Bytes   int64 // non-zero bytes from Offset on
-	Damage  error
+	// Damage says what the bytes at Offset are: a *frame.Damage when they
+	// do not decode, or an error naming a frame that decodes but does not
+	// belong there (a wrong sequence number or kind).
+	Damage error
 }
 
 // OpenReader returns a Reader positioned before the first record whose
@@ -110,7 +113,7 @@ func (r *Reader) Next() bool {
 				// writer stopped: a footer right after its last record.
 				// Open finishes the seal.
 				if err := r.checkFooterFrame(fr, off); err != nil {
-					r.endSegment(&frame.Damage{Offset: off, Err: err})
+					r.endSegment(&misplacedFrame{Offset: off, Err: err})
 					continue
 				}
 				r.footerAt = off
@@ -125,7 +128,7 @@ func (r *Reader) Next() bool {
 				bad = fmt.Errorf("record has seq %d, want %d", fr.Seq, r.expect)
 			}
 			if bad != nil {
-				r.endSegment(&frame.Damage{Offset: off, Err: bad})
+				r.endSegment(&misplacedFrame{Offset: off, Err: bad})
 				continue
 			}
 			r.expect++
@@ -284,10 +287,31 @@ func (r *Reader) checkFooterFrame(fr frame.Frame, off int64) error {
 	return nil
 }
 
+// misplacedFrame is a frame that decodes (its checksum is right) but does
+// not belong where it is: a wrong sequence number, an unexpected kind, a
+// footer that does not match. It is the wal's own finding, kept apart from
+// *frame.Damage, whose Err is always one of package frame's decode errors.
+type misplacedFrame struct {
+	Offset int64
+	Err    error
+}
+
+func (e *misplacedFrame) Error() string {
+	return fmt.Sprintf("%v at offset %d", e.Err, e.Offset)
+}
+
+func (e *misplacedFrame) Unwrap() error { return e.Err }
+
+// damageOffset returns the offset of a *frame.Damage or *misplacedFrame in
+// err, or def.
 func damageOffset(err error, def int64) int64 {
 	var d *frame.Damage
 	if errors.As(err, &d) {
 		return d.Offset
+	}
+	var m *misplacedFrame
+	if errors.As(err, &m) {
+		return m.Offset
 	}
 	return def
 }
