@@ -61,6 +61,8 @@
 //
 // Open trusts the footer of every segment that has a successor, checks that
 // the sequence numbers chain without gaps, and CRC-scans the last segment.
+// With Options.VerifyOnOpen it CRC-scans every segment, and damage in a
+// sealed one is a *CorruptionError too.
 // Damage in the last segment past its durable mark is a torn tail (writes
 // that no completed sync covered): it is cut, and Log.Recovery reports
 // where and how many bytes. Damage anywhere a completed sync covered, a

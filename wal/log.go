@@ -45,7 +45,8 @@ type Recovery struct {
 	FirstSeq, NextSeq uint64
 	// TailSegment is the segment appends continue in.
 	TailSegment string
-	// ScannedBytes counts the bytes of the tail segment that were CRC-checked.
+	// ScannedBytes counts the segment bytes that were CRC-checked: the
+	// tail's, and with Options.VerifyOnOpen every sealed segment's too.
 	ScannedBytes int64
 	// TruncatedAt is the offset in TailSegment where a torn tail was cut, or
 	// -1. TruncatedBytes counts the non-zero bytes cut there, and Damage
@@ -59,8 +60,8 @@ type Recovery struct {
 }
 
 // Open opens the log in dir, creating the directory and the log if needed,
-// or recovering it: sealed segments are trusted by their footer; the tail
-// segment is CRC-scanned and a torn tail (damage past the last durable mark)
+// or recovering it: sealed segments are trusted by their footer (or, with
+// Options.VerifyOnOpen, CRC-scanned as well); the tail segment is CRC-scanned and a torn tail (damage past the last durable mark)
 // is cut and reported in Recovery. Damage where durable data lives is a
 // *CorruptionError naming segment and offset; Open never skips it.
 //

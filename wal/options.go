@@ -53,8 +53,9 @@ func ParseSyncMode(s string) (SyncMode, error) {
 // Defaults for zero Options fields. A log opened with default options keeps
 // its write-path memory near DefaultBufferSize whatever its size on disk.
 //
-// DefaultSegmentSize bounds recovery: Open CRC-scans at most one segment
-// (the tail), whatever the log's total size (see BenchmarkOpen).
+// DefaultSegmentSize bounds recovery: unless Options.VerifyOnOpen is set,
+// Open CRC-scans at most one segment (the tail), whatever the log's total
+// size (see BenchmarkOpen).
 const (
 	DefaultSegmentSize   = 32 << 20
 	DefaultBufferSize    = 8 << 20
@@ -88,6 +89,14 @@ type Options struct {
 	// FlushInterval bounds how long appended bytes wait in the buffer
 	// before they are handed to the OS. Default DefaultFlushInterval.
 	FlushInterval time.Duration
+	// VerifyOnOpen makes Open CRC-scan every segment, not only the tail,
+	// and refuse damage anywhere as a *CorruptionError, as it does for
+	// damage in the tail's durable region. It costs a read of the whole
+	// log (see BenchmarkOpenVerify); without it Open trusts the footers of
+	// sealed segments and damage inside them is found only by a Reader,
+	// Verify or Repair.
+	VerifyOnOpen bool
+
 	// fsys is the file system, vfs.OS() when nil. Tests set it (see
 	// export_test.go).
 	fsys vfs.FS

@@ -29,6 +29,10 @@ type Reader struct {
 	from    uint64
 	maxRec  int
 	foreign []string
+	// sealedOnly stops the Reader before the last segment: it checks the
+	// sealed segments only (Options.VerifyOnOpen; recovery scans the tail
+	// itself).
+	sealedOnly bool
 
 	f       vfs.File
 	sc      *frame.Scanner
@@ -95,7 +99,7 @@ func OpenReader(dir string, from uint64, opts *Options) (*Reader, error) {
 func (r *Reader) Next() bool {
 	for !r.done {
 		if r.f == nil {
-			if r.i >= len(r.segs) {
+			if r.i >= len(r.segs) || r.sealedOnly && r.i == len(r.segs)-1 {
 				r.finish(nil)
 				return false
 			}

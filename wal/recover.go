@@ -27,7 +27,9 @@ import (
 //     crash: a valid footer frame follows its last record: finish the seal
 //     and start the next segment.
 //
-// Anything else that does not decode is corruption.
+// Anything else that does not decode is corruption. With
+// Options.VerifyOnOpen every sealed segment is CRC-scanned too, and damage
+// in one is corruption.
 func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, error) {
 	rec := Recovery{TruncatedAt: -1}
 	// A spare segment never holds an acknowledged record (see rotate).
@@ -42,6 +44,17 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 	w := &segWriter{fsys: fsys, dir: dir, segSize: o.SegmentSize, maxRec: o.MaxRecordSize}
 	corrupt := func(name string, off int64, err error) error {
 		return &CorruptionError{Dir: dir, Segment: name, Offset: off, Err: err}
+	}
+
+	if o.VerifyOnOpen && len(segs) > 1 {
+		// CRC-scan every sealed segment instead of trusting its footer.
+		r := &Reader{fsys: fsys, dir: dir, segs: segs, from: math.MaxUint64, maxRec: o.MaxRecordSize, expect: segs[0].firstSeq, footerAt: -1, sealedOnly: true}
+		for r.Next() {
+		}
+		r.Close()
+		if err := r.Err(); err != nil {
+			return nil, rec, err
+		}
 	}
 
 	// Sealed segments: trust the footers, check the chain of sequence numbers.
@@ -66,6 +79,9 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 				return nil, rec, corrupt(s.name, err.offset, fmt.Errorf("sealed segment is not whole: %w", err.err))
 			}
 			next = info.FirstSeq + info.Count
+			if o.VerifyOnOpen {
+				rec.ScannedBytes += info.DataEnd - headerPage
+			}
 			continue
 		}
 		// The tail segment is scanned even if it ends in a footer: a crash
@@ -146,7 +162,7 @@ func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, r
 		return nil
 	}
 	end, next := r.dataEnd, r.expect
-	rec.ScannedBytes = end - headerPage
+	rec.ScannedBytes += end - headerPage
 
 	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
