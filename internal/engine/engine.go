@@ -73,7 +73,16 @@ var (
 	// ErrTooLarge is returned by Claim when n is not in [1, MaxClaim] or the
 	// record count k is not in [0, n].
 	ErrTooLarge = errors.New("engine: claim larger than the buffer allows")
+	// ErrNilContext is wrapped by the error of every method that takes a
+	// context when it is given a nil one. The call changes nothing: the
+	// engine neither fails nor records a request.
+	ErrNilContext = errors.New("engine: nil context")
 )
+
+// nilContext returns the error for a nil context passed to method.
+func nilContext(method string) error {
+	return fmt.Errorf("%w passed to %s", ErrNilContext, method)
+}
 
 // Limits of Config.Size.
 const (
@@ -591,6 +600,9 @@ func (e *Engine) Err() error {
 // Flush waits until every byte claimed before the call has been handed to
 // the sink. Cancelling ctx abandons the wait, not the write.
 func (e *Engine) Flush(ctx context.Context) error {
+	if ctx == nil {
+		return nilContext("Flush")
+	}
 	if err := e.closedErr(); err != nil {
 		return err
 	}
@@ -601,6 +613,9 @@ func (e *Engine) Flush(ctx context.Context) error {
 
 // Sync waits until every byte claimed before the call is durable.
 func (e *Engine) Sync(ctx context.Context) error {
+	if ctx == nil {
+		return nilContext("Sync")
+	}
 	if err := e.closedErr(); err != nil {
 		return err
 	}
@@ -622,6 +637,9 @@ func (e *Engine) closedErr() error {
 // WaitSynced waits until the bytes below pos are durable. Only a Sink.Sync
 // that started after those bytes were written releases the wait.
 func (e *Engine) WaitSynced(ctx context.Context, pos uint64) error {
+	if ctx == nil {
+		return nilContext("WaitSynced")
+	}
 	if e.synced.Load() >= pos {
 		return nil
 	}
@@ -634,6 +652,9 @@ func (e *Engine) WaitSynced(ctx context.Context, pos uint64) error {
 // counter the Sink maintains (the flusher broadcasts after its Sink calls
 // return).
 func (e *Engine) AwaitAtLeast(ctx context.Context, v *atomic.Uint64, want uint64) error {
+	if ctx == nil {
+		return nilContext("AwaitAtLeast")
+	}
 	return e.await(ctx, v, want)
 }
 
