@@ -16,9 +16,13 @@ func TestZeroAllocs(t *testing.T) {
 	rec[127] = '\n'
 	check := func(name string, w Writer) {
 		t.Helper()
-		w.Write(rec) // warm up
-		if n := testing.AllocsPerRun(5000, func() { w.Write(rec) }); n != 0 {
+		mustWrite(t, w, rec) // warm up
+		var werr error
+		if n := testing.AllocsPerRun(5000, func() { _, werr = w.Write(rec) }); n != 0 {
 			t.Errorf("%s: %v allocs per Write", name, n)
+		}
+		if werr != nil {
+			t.Errorf("%s: write: %v", name, werr)
 		}
 		if err := w.Close(); err != nil {
 			t.Errorf("%s: close: %v", name, err)
@@ -44,13 +48,19 @@ func TestZeroAllocs(t *testing.T) {
 	g := &gateWriter{open: make(chan struct{})}
 	full := mustRing(NewRing(g, &RingOptions{Size: 64 << 10, Full: Drop, DropMarkers: true}))
 	for full.Stats().DroppedRecords == 0 {
-		full.Write(rec)
+		mustWrite(t, full, rec)
 	}
-	if n := testing.AllocsPerRun(5000, func() { full.Write(rec) }); n != 0 {
+	var werr error
+	if n := testing.AllocsPerRun(5000, func() { _, werr = full.Write(rec) }); n != 0 {
 		t.Errorf("ring/dropping: %v allocs per Write", n)
 	}
+	if werr != nil {
+		t.Errorf("ring/dropping: write: %v", werr)
+	}
 	close(g.open)
-	full.Close()
+	if err := full.Close(); err != nil {
+		t.Errorf("ring/dropping: close: %v", err)
+	}
 
 	check("direct/discard", NewDirect(io.Discard))
 	check("buffered/discard", NewBuffered(io.Discard, 0))

@@ -423,23 +423,18 @@ func wholeRecords(data []byte) []byte {
 // directory entry; an error doing so fails the open. (The Ring's buffered
 // file goes through vfs, which TestPowerCutKeepsEverySyncedRecord covers.)
 func TestOpenSyncsTheDirectory(t *testing.T) {
-	opens := map[string]func(path string) (io.Closer, error){
-		"ring-direct": func(path string) (io.Closer, error) {
-			return OpenFile(path, &RingOptions{Size: 64 << 10, Direct: true})
+	opens := map[string]func(path string, syncDir func(string) error) (io.Closer, error){
+		"ring-direct": func(path string, syncDir func(string) error) (io.Closer, error) {
+			return OpenFile(path, &RingOptions{Size: 64 << 10, Direct: true, syncDir: syncDir})
 		},
-		"mmap": func(path string) (io.Closer, error) {
-			return OpenMmap(path, &MmapOptions{ChunkSize: 64 << 10})
+		"mmap": func(path string, syncDir func(string) error) (io.Closer, error) {
+			return OpenMmap(path, &MmapOptions{ChunkSize: 64 << 10, syncDir: syncDir})
 		},
 	}
-	defer func(f func(string) error) { syncDir = f }(syncDir)
 	for name, open := range opens {
 		dir := t.TempDir()
 		var synced []string
-		syncDir = func(d string) error {
-			synced = append(synced, d)
-			return sys.SyncDir(d)
-		}
-		w, err := open(filepath.Join(dir, name+".log"))
+		w, err := open(filepath.Join(dir, name+".log"), recordSyncDir(&synced))
 		if errors.Is(err, ErrDirectUnsupported) {
 			t.Logf("%s: O_DIRECT unsupported: %v", name, err)
 			continue
@@ -454,8 +449,7 @@ func TestOpenSyncsTheDirectory(t *testing.T) {
 			t.Errorf("%s: synced directories %q, want [%q]", name, synced, dir)
 		}
 		boom := errors.New("boom")
-		syncDir = func(string) error { return boom }
-		if w, err := open(filepath.Join(dir, name+"-2.log")); !errors.Is(err, boom) {
+		if w, err := open(filepath.Join(dir, name+"-2.log"), failSyncDir(boom)); !errors.Is(err, boom) {
 			if err == nil {
 				w.Close()
 			}

@@ -102,7 +102,9 @@ func ExampleExit() {
 		logger.Print("fatal: ", err)
 		writer.Exit(1, ring) // instead of logger.Fatal(err)
 	}
-	ring.Close()
+	if err := ring.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err) // the records may not all be on disk
+	}
 }
 
 // Closing on a signal: stop on SIGINT/SIGTERM, then Close, so the last

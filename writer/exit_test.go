@@ -27,7 +27,10 @@ func exitChild() {
 	var b []byte
 	for c := range 1000 {
 		b = appendRecord(b[:0], 0, c)
-		r.Write(b)
+		if _, err := r.Write(b); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
 	}
 	Exit(3, r)
 }
@@ -50,7 +53,7 @@ func (f failCloser) Close() error { return f.err }
 
 func TestCloseAllReportsErrors(t *testing.T) {
 	r, path := openRingFile(t, nil)
-	r.Write([]byte("kept\n"))
+	mustWrite(t, r, []byte("kept\n"))
 	var errw bytes.Buffer
 	closeAll(&errw, []io.Closer{failCloser{errors.New("boom")}, r})
 	if got := errw.String(); got != "appendlog: close on exit: boom\n" {

@@ -134,3 +134,22 @@ func (c *collectWriter) bytes() []byte {
 	defer c.mu.Unlock()
 	return bytes.Clone(c.buf.Bytes())
 }
+
+// mustWrite writes p through w as one record and fails the test on an
+// error or a short count.
+func mustWrite(t testing.TB, w io.Writer, p []byte) {
+	t.Helper()
+	if n, err := w.Write(p); err != nil || n != len(p) {
+		t.Fatalf("write %q: %d, %v", p, n, err)
+	}
+}
+
+// closeAtEnd closes c when the test ends and fails it on an error.
+func closeAtEnd(t testing.TB, c io.Closer) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+}

@@ -26,6 +26,10 @@ type MmapOptions struct {
 	// Perm is the permission of a file OpenMmap creates. Default
 	// DefaultPerm.
 	Perm os.FileMode
+
+	// syncDir makes the directory entry of the file durable. Default
+	// sys.SyncDir; tests watch or fail it.
+	syncDir func(dir string) error
 }
 
 // _mmapAlign is the alignment of mapping offsets: a multiple of every page
@@ -84,6 +88,9 @@ func OpenMmap(path string, opts *MmapOptions) (*Mmap, error) {
 	if o.Perm == 0 {
 		o.Perm = DefaultPerm
 	}
+	if o.syncDir == nil {
+		o.syncDir = sys.SyncDir
+	}
 	chunk := (int64(o.ChunkSize) + _mmapAlign - 1) &^ (_mmapAlign - 1)
 	lock, err := lockFile(path, o.Perm)
 	if err != nil {
@@ -104,7 +111,7 @@ func openMmap(path string, o MmapOptions, chunk int64) (*Mmap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writer: %w", err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := o.syncDir(filepath.Dir(path)); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("writer: %w", err)
 	}

@@ -49,7 +49,9 @@ type directSink struct {
 // blocks, and the bounce buffer for ranges not aligned in memory.
 const _directStage = 64 << 10
 
-func openDirectSink(path string, perm os.FileMode) (*directSink, error) {
+// openDirectSink opens the file at path with O_DIRECT, creating it with
+// perm if needed, and makes its directory entry durable with syncDir.
+func openDirectSink(path string, perm os.FileMode, syncDir func(string) error) (*directSink, error) {
 	f, err := sys.OpenDirect(path, os.O_RDWR|os.O_CREATE, perm)
 	if err != nil {
 		return nil, fmt.Errorf("writer: %w", err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/appendlog/appendlog/internal/engine"
+	"github.com/appendlog/appendlog/internal/sys"
 	"github.com/appendlog/appendlog/internal/vfs"
 )
 
@@ -48,9 +49,16 @@ const (
 	// Drop makes Write return at once, dropping the record and counting it
 	// (Stats.DroppedRecords), when it does not fit. Write still returns
 	// len(p) and a nil error: the record was accepted and dropped. A
-	// dropping Write never waits for the flusher, but it yields the
-	// processor once (runtime.Gosched) so that producers in a tight loop do
-	// not starve the flusher of CPU.
+	// dropping Write never waits for the flusher. It may yield the
+	// processor once (runtime.Gosched: the goroutine is rescheduled, it
+	// waits for nothing): only if the flusher is late, that is it has work
+	// and has not run by when it was expected to, and then only if 50 µs
+	// have passed since a producer of the Ring last yielded, so at most one
+	// dropping Write in 50 µs yields. Producers dropping in a tight loop
+	// would otherwise keep the flusher, the one goroutine that can make
+	// room, off the CPU for a scheduler time slice. Most dropping Writes do
+	// not yield. A Write that drops after its BlockTimeout does not yield:
+	// it has already waited.
 	Drop
 )
 
@@ -131,6 +139,10 @@ type RingOptions struct {
 	// lockFile takes OpenFile's lock on the file. Default lockFile; tests
 	// whose fsys holds no real files replace it.
 	lockFile func(path string, perm os.FileMode) (io.Closer, error)
+	// syncDir makes the directory entry of a file OpenFile created with
+	// Direct durable (the buffered file syncs through fsys). Default
+	// sys.SyncDir; tests watch or fail it.
+	syncDir func(dir string) error
 }
 
 // Validate reports whether the options are usable.
@@ -186,6 +198,9 @@ func (o *RingOptions) withDefaults() RingOptions {
 	}
 	if c.lockFile == nil {
 		c.lockFile = lockFile
+	}
+	if c.syncDir == nil {
+		c.syncDir = sys.SyncDir
 	}
 	return c
 }
@@ -293,7 +308,7 @@ func OpenFile(path string, opts *RingOptions) (*Ring, error) {
 	}
 	var s ringSink
 	if o.Direct {
-		s, err = openDirectSink(path, o.Perm)
+		s, err = openDirectSink(path, o.Perm, o.syncDir)
 	} else {
 		s, err = openFileSink(o.fsys, path, o.Perm)
 	}
@@ -325,9 +340,9 @@ func newRing(s ringSink, o RingOptions, giveUp chan struct{}) (*Ring, error) {
 		// flush is aligned in the ring too (see directSink).
 		cfg.StartPos = uint64(d.size())
 		// O_DIRECT writes go to the device one at a time: the larger
-		// they are, the less the gaps between them cost (on the test
-		// VM 4 MiB writes carry 8% more than 1 MiB ones). Half the ring:
-		// producers fill one half while the other is written.
+		// they are, the less the gaps between them cost
+		// (BenchmarkFileLarge). Half the ring: producers fill one half
+		// while the other is written.
 		cfg.MaxWrite = o.Size / 2
 	}
 	m := &meter{inner: s}
@@ -364,29 +379,39 @@ func (r *Ring) Write(p []byte) (int, error) {
 	if r.markers && r.pending.Load() != 0 {
 		return r.writeMarked(p)
 	}
-	var (
-		c   engine.Claim
-		ok  bool
-		err error
-	)
-	if r.drop || r.timeout > 0 {
-		c, ok, err = r.e.TryClaim(n, 1)
-		if !ok && err == nil && !r.drop {
-			c, ok, err = r.e.ClaimBy(n, 1, time.Now().Add(r.timeout))
-		}
-	} else {
-		c, err = r.e.Claim(n, 1)
-		ok = err == nil
-	}
+	c, ok, err := r.claim(n)
 	if !ok {
-		if err != nil {
-			return 0, mapErr(err)
-		}
-		r.countDrop(n)
-		return n, nil
+		return r.notStored(n, err)
 	}
 	r.e.Put(c, 0, p)
 	r.e.Commit(c)
+	return n, nil
+}
+
+// claim reserves n bytes for one record under the Ring's full policy:
+// Block waits for space as long as it takes; Drop does not wait; Block
+// with a BlockTimeout tries first, then waits until the timeout (reading
+// the clock only when the ring is full). ok is false, with a nil error,
+// when the record is to be dropped.
+func (r *Ring) claim(n int) (c engine.Claim, ok bool, err error) {
+	if !r.drop && r.timeout == 0 {
+		c, err = r.e.Claim(n, 1)
+		return c, err == nil, err
+	}
+	c, ok, err = r.e.TryClaim(n, 1)
+	if !ok && err == nil && !r.drop {
+		c, ok, err = r.e.ClaimBy(n, 1, time.Now().Add(r.timeout))
+	}
+	return c, ok, err
+}
+
+// notStored returns Write's result for a record of n bytes that claim did
+// not store: the claim's error, or a counted drop.
+func (r *Ring) notStored(n int, err error) (int, error) {
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	r.countDrop(n)
 	return n, nil
 }
 
@@ -395,16 +420,14 @@ func (r *Ring) Write(p []byte) (int, error) {
 const _dropYieldEvery = 50 * time.Microsecond
 
 // countDrop counts one dropped record of n bytes. In Drop mode it then
-// yields the processor if the flusher is late (engine.Late), at most once
-// per _dropYieldEvery among all producers: producers that never wait would
-// otherwise keep the flusher goroutine, the one that can make room, off the
-// CPU for a whole scheduler time slice (8 producers spinning on 2 CPUs into
-// a 1 ms sink dropped 87% of records). Yielding only when the flusher is
-// late keeps yields rare, so they stay out of the latency tail. Measured in
-// BenchmarkDropLatency against two schedules: a yield every 256 drops
-// (13-15% dropped with an 8 MiB ring, but p99.9 262 us with a 64 KiB one,
-// where 98% of calls drop) and one every 200 us (p99.9 <= 1 us, 24-26%
-// dropped with 8 MiB).
+// yields the processor (runtime.Gosched) if the flusher is late
+// (engine.Late), at most once per _dropYieldEvery among all producers:
+// producers that never wait would otherwise keep the flusher goroutine, the
+// one that can make room, off the CPU for a whole scheduler time slice.
+// Yielding only when the flusher is late keeps yields rare, so they stay
+// out of the latency tail. BenchmarkDropLatency measures the share dropped
+// and the latency tail of this schedule (see BENCHMARKS.md for it against
+// a yield every 256 drops and one every 200 µs).
 func (r *Ring) countDrop(n int) {
 	r.dropped.Add(1)
 	r.droppedBytes.Add(uint64(n))
@@ -445,28 +468,12 @@ func (r *Ring) writeMarked(p []byte) (int, error) {
 		}
 		m, n = m[:0], len(p)
 	}
-	var (
-		c   engine.Claim
-		ok  bool
-		err error
-	)
-	if r.drop {
-		c, ok, err = r.e.TryClaim(n, 1)
-	} else if r.timeout > 0 {
-		c, ok, err = r.e.ClaimBy(n, 1, time.Now().Add(r.timeout))
-	} else {
-		c, err = r.e.Claim(n, 1)
-		ok = err == nil
-	}
+	c, ok, err := r.claim(n)
 	if !ok {
 		if len(m) > 0 {
 			r.pending.Add(k)
 		}
-		if err != nil {
-			return 0, mapErr(err)
-		}
-		r.countDrop(len(p))
-		return len(p), nil
+		return r.notStored(len(p), err)
 	}
 	if len(m) > 0 {
 		r.e.Put(c, 0, m)

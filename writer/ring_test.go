@@ -177,7 +177,7 @@ func TestDirectZeroCopy(t *testing.T) {
 // through its stage and the file still holds exactly the bytes given.
 func TestDirectSinkUnalignedMemory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "u.log")
-	s, err := openDirectSink(path, 0o644)
+	s, err := openDirectSink(path, 0o644, sys.SyncDir)
 	if errors.Is(err, ErrDirectUnsupported) {
 		t.Skip(err)
 	}
@@ -330,12 +330,12 @@ func TestFsyncErrorSticky(t *testing.T) {
 // TestFileWriteErrorSticky: a failed file write fails the Ring.
 func TestFileWriteErrorSticky(t *testing.T) {
 	r, path := openRingFile(t, faultyFS(vfs.ENOSPCAfter(100)))
-	r.Write(bytes.Repeat([]byte("x"), 99))
-	r.Write([]byte("\n"))
+	mustWrite(t, r, bytes.Repeat([]byte("x"), 99))
+	mustWrite(t, r, []byte("\n"))
 	if err := r.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	r.Write([]byte("does not fit\n"))
+	mustWrite(t, r, []byte("does not fit\n")) // buffered; the flush fails
 	if err := r.Flush(context.Background()); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("flush = %v, want ENOSPC", err)
 	}
@@ -384,7 +384,11 @@ func TestStreamRetry(t *testing.T) {
 					return
 				}
 				if c%100 == 0 {
-					r.Flush(context.Background()) // make many sink writes
+					// Make many sink writes.
+					if err := r.Flush(context.Background()); err != nil {
+						t.Error(err)
+						return
+					}
 				}
 			}
 		})
@@ -439,7 +443,7 @@ func TestStreamRetryLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Write([]byte("x\n"))
+	mustWrite(t, r, []byte("x\n"))
 	if err := r.Flush(context.Background()); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("flush = %v", err)
 	}
@@ -459,7 +463,7 @@ func TestStreamClosedWriterNotRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Write([]byte("x\n"))
+	mustWrite(t, r, []byte("x\n"))
 	if err := r.Close(); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("close = %v", err)
 	}
@@ -483,20 +487,27 @@ func (g *gateWriter) Write(p []byte) (int, error) {
 // Close runs either get their record written or ErrClosed; nothing hangs
 // and nothing is lost silently.
 func TestCloseWithBlockedProducers(t *testing.T) {
+	const size = 64 << 10
 	g := &gateWriter{open: make(chan struct{})}
-	r, err := NewRing(g, &RingOptions{Size: 64 << 10})
+	r, err := NewRing(g, &RingOptions{Size: size})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const producers = 4
 	ok := make([]int, producers)
+	// writing[id] is the length of the record producer id is writing, 0
+	// between Writes.
+	var writing [producers]atomic.Int64
 	var wg sync.WaitGroup
 	for id := range producers {
 		wg.Go(func() {
 			var b []byte
 			for c := 0; ; c++ {
 				b = appendRecord(b[:0], id, c)
-				if _, err := r.Write(b); err != nil {
+				writing[id].Store(int64(len(b)))
+				_, err := r.Write(b)
+				writing[id].Store(0)
+				if err != nil {
 					if err != ErrClosed {
 						t.Errorf("write: %v", err)
 					}
@@ -506,10 +517,22 @@ func TestCloseWithBlockedProducers(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(50 * time.Millisecond) // the ring fills; producers block
+	// The sink never returns while the gate is shut, so nothing is
+	// released: a producer inside Write with a record larger than the free
+	// space is blocked for good. Wait until all are.
+	blocked := func() bool {
+		free := size - int64(r.Stats().QueuedBytes)
+		for id := range producers {
+			if n := writing[id].Load(); n == 0 || n <= free {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, "every producer blocked on the full ring", blocked)
 	closed := make(chan error)
 	go func() { closed <- r.Close() }()
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, "Close begun", r.closed.Load)
 	close(g.open)
 	if err := <-closed; err != nil {
 		t.Fatal(err)
@@ -525,9 +548,9 @@ func TestCloseWithBlockedProducers(t *testing.T) {
 // FlushInterval without Flush.
 func TestIdleFlush(t *testing.T) {
 	r, path := openRingFile(t, &RingOptions{FlushInterval: 20 * time.Millisecond})
-	defer r.Close()
+	closeAtEnd(t, r)
 	start := time.Now()
-	r.Write([]byte("idle\n"))
+	mustWrite(t, r, []byte("idle\n"))
 	for len(readFile(t, path)) == 0 {
 		if time.Since(start) > 2*time.Second {
 			t.Fatal("record not written after 2s")
@@ -540,9 +563,9 @@ func TestIdleFlush(t *testing.T) {
 // TestFlushReachesFile: when Flush returns the bytes are in the file.
 func TestFlushReachesFile(t *testing.T) {
 	r, path := openRingFile(t, &RingOptions{FlushInterval: time.Hour})
-	defer r.Close()
+	closeAtEnd(t, r)
 	for i := range 100 {
-		fmt.Fprintf(r, "line %d\n", i)
+		mustWrite(t, r, fmt.Appendf(nil, "line %d\n", i))
 		if err := r.Flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -557,8 +580,8 @@ func TestFlushReachesFile(t *testing.T) {
 
 func TestSyncEvery(t *testing.T) {
 	r, _ := openRingFile(t, &RingOptions{FlushInterval: time.Millisecond, SyncEvery: 5 * time.Millisecond})
-	defer r.Close()
-	r.Write([]byte("x\n"))
+	closeAtEnd(t, r)
+	mustWrite(t, r, []byte("x\n"))
 	deadline := time.Now().Add(2 * time.Second)
 	for r.Stats().Syncs == 0 {
 		if time.Now().After(deadline) {
@@ -577,15 +600,17 @@ func TestSyncPipe(t *testing.T) {
 	}
 	defer pr.Close()
 	done := make(chan []byte)
+	var readErr error
 	go func() {
-		b, _ := io.ReadAll(pr)
+		b, err := io.ReadAll(pr)
+		readErr = err
 		done <- b
 	}()
 	r, err := NewRing(pw, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Write([]byte("piped\n"))
+	mustWrite(t, r, []byte("piped\n"))
 	if err := r.Sync(); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -593,8 +618,8 @@ func TestSyncPipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	pw.Close()
-	if got := string(<-done); got != "piped\n" {
-		t.Errorf("got %q", got)
+	if got := string(<-done); got != "piped\n" || readErr != nil {
+		t.Errorf("got %q, %v", got, readErr)
 	}
 }
 
@@ -663,7 +688,7 @@ func TestOptionsCopied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	closeAtEnd(t, r)
 	o.Full = Block
 	if !r.drop {
 		t.Error("options not copied")
@@ -750,7 +775,7 @@ func TestCloseInterruptsBlockedConn(t *testing.T) {
 	rec := bytes.Repeat([]byte("z"), 4095)
 	rec = append(rec, '\n')
 	for range 64 << 20 / len(rec) { // far more than the socket buffers hold
-		r.Write(rec)
+		mustWrite(t, r, rec) // stored or dropped
 	}
 	start := time.Now()
 	if err := r.Close(); err == nil {
@@ -758,5 +783,18 @@ func TestCloseInterruptsBlockedConn(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("close took %v", d)
+	}
+}
+
+// waitFor waits until cond, an observation of state other goroutines
+// change, holds, looking every 100 µs; it fails the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after 10s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }

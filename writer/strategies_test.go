@@ -212,7 +212,7 @@ func TestWriteCopies(t *testing.T) {
 		t.Run(tg.name, func(t *testing.T) {
 			w, output := tg.open(t)
 			p := []byte("original\n")
-			w.Write(p)
+			mustWrite(t, w, p)
 			copy(p, "CHANGED!\n")
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
@@ -244,7 +244,7 @@ func TestStrategyWriteErrors(t *testing.T) {
 	})
 	t.Run("buffered", func(t *testing.T) {
 		b := NewBuffered(failing(), 4096)
-		b.Write([]byte("x\n"))
+		mustWrite(t, b, []byte("x\n")) // buffered; the flush fails
 		if err := b.Flush(context.Background()); !errors.Is(err, syscall.EIO) {
 			t.Errorf("flush = %v", err)
 		}
@@ -260,7 +260,7 @@ func TestStrategyWriteErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Write([]byte("x\n"))
+		mustWrite(t, s, []byte("x\n")) // buffered; the flush fails
 		if err := s.Flush(context.Background()); !errors.Is(err, syscall.EIO) {
 			t.Errorf("flush = %v", err)
 		}
@@ -311,8 +311,8 @@ func TestSlabIdleFlush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	s.Write([]byte("idle\n"))
+	closeAtEnd(t, s)
+	mustWrite(t, s, []byte("idle\n"))
 	deadline := time.Now().Add(2 * time.Second)
 	for len(w.bytes()) == 0 {
 		if time.Now().After(deadline) {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/appendlog/appendlog/internal/engine"
-	"github.com/appendlog/appendlog/internal/sys"
 )
 
 // Writer is what every writer in this package provides: Ring, Direct,
@@ -27,11 +26,6 @@ var (
 	_ Writer = (*Slab)(nil)
 	_ Writer = (*Mmap)(nil)
 )
-
-// syncDir makes the directory entry of a file that OpenFile (with Direct)
-// or OpenMmap created durable. A variable so that tests can see the calls;
-// the buffered OpenFile syncs through its vfs.FS instead.
-var syncDir = sys.SyncDir
 
 // Exit closes each of ws in order, then ends the program with os.Exit(code).
 // Use it where a program would call os.Exit or log.Fatal: deferred calls do
