@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -46,12 +49,23 @@ type loadFlags struct {
 	segmentSize int64
 	acks        bool
 	json        bool
+	force       bool
+	verifyOpen  bool
 }
 
 // loadResult is load's report; with --json it is printed as the last line
 // of stdout.
 type loadResult struct {
-	Records       int64   `json:"records"`
+	// Records counts the records Append accepted. A run stopped early has
+	// fewer; of those, WrittenRecords were handed to the OS and
+	// DurableRecords survived fdatasync, by the log's own counters.
+	Records        int64 `json:"records"`
+	Requested      int64 `json:"requested_records"`
+	WrittenRecords int64 `json:"written_records"`
+	DurableRecords int64 `json:"durable_records"`
+	// Error says why a run stopped early; empty when it completed.
+	Error string `json:"error,omitempty"`
+
 	Bytes         int64   `json:"bytes"`       // payload bytes
 	FrameBytes    int64   `json:"frame_bytes"` // payload bytes plus frame headers
 	Seconds       float64 `json:"seconds"`     // first Append to Close returned
@@ -95,6 +109,13 @@ Sync modes:
 Without --dir, load writes to a fresh temporary directory and removes it at
 the end unless --keep is given.
 
+Before it starts, load refuses a run whose records (payload and 16-byte
+frame header each) need more bytes than the file system holding the log
+directory has free; --force runs it anyway. A run stopped early (a full
+disk, an error, SIGINT) reports how many records were appended, how many of
+those were written (handed to the OS) and how many are durable, and exits
+with status 1.
+
 The time measured runs from the first Append to the return of Close, so it
 includes the final flush and fdatasync. Rates count payload bytes only (each
 record also costs a 16-byte frame header on disk); MB = 10^6 bytes and
@@ -124,6 +145,8 @@ with --json a JSON object as the last line of stdout.`,
 	sizeVar(fl, &f.segmentSize, "segment-size", 0, "segment file size, e.g. 64MiB (0: the wal default)")
 	fl.BoolVar(&f.acks, "acks", false, `print "durable <seq>" to stdout as the durable sequence number advances`)
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on the last line of stdout")
+	fl.BoolVar(&f.verifyOpen, "verify-on-open", false, "CRC-check every segment of an existing log before appending, and refuse a damaged one")
+	fl.BoolVar(&f.force, "force", false, "run even when the records need more bytes than the file system has free")
 	return cmd
 }
 
@@ -143,7 +166,7 @@ func loadOptions(f *loadFlags) (*wal.Options, error) {
 	case f.syncEvery <= 0:
 		return nil, usagef("--sync-every must be positive, got %v", f.syncEvery)
 	}
-	opts := &wal.Options{SegmentSize: f.segmentSize}
+	opts := &wal.Options{SegmentSize: f.segmentSize, VerifyOnOpen: f.verifyOpen}
 	if f.sync == syncAlways {
 		opts.Sync = wal.SyncBatch
 	} else {
@@ -178,6 +201,14 @@ func runLoad(cmd *cobra.Command, f *loadFlags) (err error) {
 	}
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 
+	target := f.dir
+	if target == "" {
+		target = os.TempDir()
+	}
+	if err := checkSpace(stderr, target, f); err != nil {
+		return err
+	}
+
 	dir, kept := f.dir, true
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "appendlog-load-*"); err != nil {
@@ -207,6 +238,7 @@ func runLoad(cmd *cobra.Command, f *loadFlags) (err error) {
 	}
 
 	res := loadResult{
+		Requested:   f.records,
 		Writers:     f.writers,
 		Size:        f.size,
 		Sync:        f.sync,
@@ -268,12 +300,24 @@ func runLoad(cmd *cobra.Command, f *loadFlags) (err error) {
 	if bar != nil {
 		_ = bar.Finish()
 	}
-	durable := l.DurableSeq()
+	st := l.Stats()
+	durable := st.DurableSeq
 	if f.acks {
 		fmt.Fprintf(stdout, "durable %d\n", durable)
 	}
 
-	res.Records = d.appended()
+	// The log's counters, not the writers': after a failure the log may
+	// hold fewer records than Append accepted.
+	res.Records = int64(st.NextSeq - res.FirstSeq)
+	if durable >= res.FirstSeq {
+		res.DurableRecords = int64(durable - res.FirstSeq + 1)
+	}
+	// Stats.Written counts the bytes of the log's completed writes. A write
+	// that failed part way (ENOSPC preallocating the next segment) may have
+	// handed earlier whole segments to the OS, even made them durable,
+	// without being counted: durable records were written either way.
+	written := int64(st.Written / uint64(f.size+frame.HeaderSize))
+	res.WrittenRecords = min(max(written, res.DurableRecords), res.Records)
 	res.Bytes = res.Records * int64(f.size)
 	res.FrameBytes = res.Records * int64(f.size+frame.HeaderSize)
 	res.Seconds = elapsed.Seconds()
@@ -286,14 +330,13 @@ func runLoad(cmd *cobra.Command, f *loadFlags) (err error) {
 	res.DurableSeq = durable
 	res.MaxRSSBytes, _ = sys.MaxRSS()
 
-	if err := errors.Join(runErr, closeErr); err != nil {
-		fmt.Fprintf(stderr, "appendlog load: stopped after %d records: %v\n", res.Records, err)
-		if kept {
-			fmt.Fprintf(stderr, "appendlog load: log kept in %s; check it with: appendlog verify %s\n", dir, dir)
-		}
-		return &exitError{exitFailure}
+	runErr = errors.Join(runErr, closeErr)
+	if runErr != nil {
+		res.Error = runErr.Error()
+		printLoadStop(stderr, &res)
+	} else {
+		printLoadSummary(stderr, &res)
 	}
-	printLoadSummary(stderr, &res)
 	if f.json {
 		b, err := json.Marshal(&res)
 		if err != nil {
@@ -303,7 +346,64 @@ func runLoad(cmd *cobra.Command, f *loadFlags) (err error) {
 			return err
 		}
 	}
+	if runErr != nil {
+		return &exitError{exitFailure}
+	}
 	return nil
+}
+
+// checkSpace refuses a run whose records need more bytes than the file
+// system holding dir has free, unless --force is given; then it only warns.
+// dir need not exist yet: its nearest existing ancestor is asked. Where free
+// space cannot be read, it warns and lets the run go on.
+func checkSpace(stderr io.Writer, dir string, f *loadFlags) error {
+	free, err := sys.FreeSpace(existingAncestor(dir))
+	if err != nil {
+		fmt.Fprintf(stderr, "appendlog load: cannot check free space: %v\n", err)
+		return nil
+	}
+	need := "more than " + humanBytes(math.MaxInt64)
+	if hi, lo := bits.Mul64(uint64(f.records), uint64(f.size+frame.HeaderSize)); hi == 0 && lo <= math.MaxInt64 {
+		if int64(lo) <= free {
+			return nil
+		}
+		need = humanBytes(int64(lo))
+	}
+	msg := fmt.Sprintf("%d records of %d B need %s (%d-byte frame headers included), but %s are free on the file system of %s",
+		f.records, f.size, need, frame.HeaderSize, humanBytes(free), dir)
+	if f.force {
+		fmt.Fprintf(stderr, "appendlog load: %s; running anyway (--force)\n", msg)
+		return nil
+	}
+	return fmt.Errorf("%s; lower --records or --size, or pass --force to run anyway", msg)
+}
+
+// existingAncestor returns dir, or its nearest ancestor that exists.
+func existingAncestor(dir string) string {
+	p := filepath.Clean(dir)
+	for {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return p
+		}
+		p = parent
+	}
+}
+
+// printLoadStop reports a run that stopped early.
+func printLoadStop(w io.Writer, r *loadResult) {
+	fmt.Fprintf(w, "appendlog load: stopped early: %s\n", r.Error)
+	fmt.Fprintf(w, "  of %d records asked for: %d records appended, %d written (handed to the OS), %d durable (fdatasync)\n",
+		r.Requested, r.Records, r.WrittenRecords, r.DurableRecords)
+	if r.DurableRecords > 0 {
+		fmt.Fprintf(w, "  durable through seq %d\n", r.DurableSeq)
+	}
+	if r.Kept {
+		fmt.Fprintf(w, "  log kept in %s; check it with: appendlog verify %s\n", r.Dir, r.Dir)
+	}
 }
 
 // driver runs load's writer goroutines.
