@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -267,5 +268,26 @@ func TestInUseMessage(t *testing.T) {
 		if !errors.Is(c.err, ErrInUse) {
 			t.Errorf("%q does not wrap ErrInUse", c.err)
 		}
+	}
+}
+
+// TestDevicesAreNotLocked: only regular files are locked; two writers may
+// open /dev/null.
+func TestDevicesAreNotLocked(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no /dev/null")
+	}
+	l1, err := lockFile(os.DevNull, DefaultPerm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := lockFile(os.DevNull, DefaultPerm)
+	if err != nil {
+		t.Errorf("second lock of %s: %v", os.DevNull, err)
+	} else if err := l2.Close(); err != nil {
+		t.Error(err)
+	}
+	if err := l1.Close(); err != nil {
+		t.Error(err)
 	}
 }
