@@ -82,7 +82,8 @@
 // fills and producers block (or drop). The Ring gives up, making the error
 // sticky, after RetryLimit consecutive failures if set, or when Close's
 // timeout (CloseContext's context) expires. Write after Close returns
-// ErrClosed; Close is idempotent.
+// ErrClosed; Close is idempotent. A method that takes a context refuses a
+// nil one with an error wrapping ErrNilContext, and does nothing else.
 //
 // # Exiting
 //

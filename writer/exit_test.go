@@ -38,7 +38,8 @@ func exitChild() {
 func TestExitClosesWriters(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "exit.log")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), _exitChildEnv+"="+path)
+	cmd.Env = append(os.Environ(), _exitChildEnv+"="+path,
+		"GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0") // else a race-enabled child sleeps 1 s at exit
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
