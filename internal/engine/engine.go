@@ -63,6 +63,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/appendlog/appendlog/internal/engine/clock"
 	"github.com/appendlog/appendlog/internal/sys"
 )
 
@@ -175,6 +176,11 @@ type Config struct {
 	// modulo the (4 KiB-aligned) ring, which O_DIRECT needs. Tests set it
 	// near 1<<32 to exercise the packed word's wrap.
 	StartPos uint64
+	// Clock is the engine's source of time and timers: flush and sync
+	// timers, claim deadlines, the pacing and lateness estimates. Nil means
+	// the system clock. Tests set a clock.Fake and advance it instead of
+	// sleeping.
+	Clock clock.Clock
 }
 
 func (c *Config) fill() error {
@@ -293,6 +299,9 @@ type Engine struct {
 	// writeEst estimates how long a Sink.Write takes. Flusher only.
 	writeEst minWindow
 	epoch    time.Time
+	// clk is Config.Clock; nil for the system clock, which now calls
+	// directly.
+	clk clock.Clock
 
 	written atomic.Uint64 // bytes handed to the sink. Written only by the flusher.
 	synced  atomic.Uint64 // bytes covered by a completed Sink.Sync. Written only by the flusher.
@@ -313,6 +322,9 @@ type Engine struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	// onCommitWait, if set, is called when the stopping flusher or Close
+	// starts to wait for claims not yet committed (a test hook).
+	onCommitWait func()
 
 	stats struct {
 		flushes     atomic.Uint64
@@ -340,6 +352,7 @@ func New(cfg Config, sink Sink) (*Engine, error) {
 		half:    uint64(cfg.Size / 2),
 		shift:   uint(bits.TrailingZeros(uint(cfg.BlockSize))),
 		blk:     make([]counter, cfg.Size/cfg.BlockSize),
+		clk:     cfg.Clock,
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -356,7 +369,7 @@ func New(cfg Config, sink Sink) (*Engine, error) {
 	e.written.Store(start)
 	e.synced.Store(start)
 	e.idle.Store(true) // the flusher starts asleep: the first commit wakes it
-	e.epoch = time.Now()
+	e.epoch = e.now()
 	e.due.Store(math.MaxInt64)
 	go e.flushLoop()
 	return e, nil
@@ -390,8 +403,8 @@ func (e *Engine) TryClaim(n, k int) (c Claim, ok bool, err error) {
 	return c, err == nil, err
 }
 
-// ClaimBy is Claim that gives up at deadline; ok is false, with a nil error,
-// when space did not come in time.
+// ClaimBy is Claim that gives up at deadline, a time on the engine's clock
+// (Now); ok is false, with a nil error, when space did not come in time.
 func (e *Engine) ClaimBy(n, k int, deadline time.Time) (c Claim, ok bool, err error) {
 	c, err = e.claim(n, k, true, deadline)
 	if err == errFull {
@@ -434,18 +447,18 @@ func (e *Engine) claim(n, k int, wait bool, deadline time.Time) (Claim, error) {
 			if !wait {
 				return Claim{}, errFull
 			}
-			if !deadline.IsZero() && !time.Now().Before(deadline) {
+			if !deadline.IsZero() && !e.now().Before(deadline) {
 				return Claim{}, errFull
 			}
 			if waitStart.IsZero() {
-				waitStart = time.Now()
+				waitStart = e.now()
 			}
 			e.waitSpace(pos+un-size, deadline, spins)
 			continue
 		}
 		if e.tail.CompareAndSwap(t, pack(pos+un, seq+uint64(k))) {
 			if !waitStart.IsZero() {
-				e.stats.blockedNS.Add(int64(time.Since(waitStart)))
+				e.stats.blockedNS.Add(int64(e.now().Sub(waitStart)))
 				e.stats.blockedWait.Add(1)
 			}
 			return Claim{Pos: pos, Seq: seq, n: un, k: uint64(k)}, nil
@@ -464,12 +477,11 @@ func (e *Engine) waitSpace(need uint64, deadline time.Time, spins int) {
 	e.waiters.Add(1)
 	defer e.waiters.Add(-1)
 	e.wake()
-	var timer *time.Timer
 	var tc <-chan time.Time
 	if !deadline.IsZero() {
-		timer = time.NewTimer(time.Until(deadline))
+		timer := e.newTimer(deadline.Sub(e.now()))
 		defer timer.Stop()
-		tc = timer.C
+		tc = timer.C()
 	}
 	for {
 		ch := e.progress.Wait()
@@ -518,7 +530,7 @@ func (e *Engine) Commit(c Claim) {
 	// every other commit would pay a clock read and a wake-up attempt.
 	idle := e.idle.Load() && e.idle.CompareAndSwap(true, false)
 	if idle {
-		e.due.Store(e.nanos(time.Now()) + int64(_lateSlack)) // see Late
+		e.due.Store(e.nanos(e.now()) + int64(_lateSlack)) // see Late
 	}
 	if idle || end-e.released.Load() > e.half || e.waiters.Load() != 0 {
 		e.wake()
@@ -532,6 +544,26 @@ const _lateSlack = 50 * time.Microsecond
 // nanos returns t as nanoseconds since the engine's epoch (monotonic).
 func (e *Engine) nanos(t time.Time) int64 { return int64(t.Sub(e.epoch)) }
 
+// now returns the time on the engine's clock.
+func (e *Engine) now() time.Time {
+	if e.clk == nil {
+		return time.Now()
+	}
+	return e.clk.Now()
+}
+
+// newTimer returns a timer of the engine's clock that fires after d.
+func (e *Engine) newTimer(d time.Duration) clock.Timer {
+	if e.clk == nil {
+		return clock.Real().NewTimer(d)
+	}
+	return e.clk.NewTimer(d)
+}
+
+// Now returns the time on the engine's clock (Config.Clock). Deadlines
+// passed to ClaimBy are read on this clock.
+func (e *Engine) Now() time.Time { return e.now() }
+
 // Late reports whether the flusher has work and has not run by when it was
 // expected to: it is runnable but waiting for a CPU (its sink call, timer or
 // wake-up is over), or it is slow. A producer that never blocks (Drop) can
@@ -539,7 +571,7 @@ func (e *Engine) nanos(t time.Time) int64 { return int64(t.Sub(e.epoch)) }
 // goroutines that spin on every CPU keep the flusher, the one that can make
 // room, off the CPU for a scheduler time slice. It costs a clock read.
 func (e *Engine) Late() bool {
-	return e.nanos(time.Now()) > e.due.Load()
+	return e.nanos(e.now()) > e.due.Load()
 }
 
 // commitBlocks commits a claim that spans blocks: one add per block, the
@@ -722,15 +754,25 @@ func (e *Engine) Close() error {
 				break
 			}
 		}
+		// While waiters is non-zero every commit kicks: the flusher, and
+		// after it this goroutine, wait for the last commits on kick.
+		e.waiters.Add(1)
+		defer e.waiters.Add(-1)
 		close(e.stop)
 		<-e.done
 		e.progress.Broadcast()
 		// No claim succeeds after the closed bit was set. A failed
 		// flusher exits without waiting for the claims made before it;
 		// their producers are still copying (a claim is committed without
-		// blocking): wait for them before the ring is unmapped.
-		for !e.allCommitted() {
-			time.Sleep(10 * time.Microsecond)
+		// blocking): wait for them before the ring is unmapped. The
+		// flusher is gone, so the kicks are ours.
+		if !e.allCommitted() {
+			if e.onCommitWait != nil {
+				e.onCommitWait()
+			}
+			for !e.allCommitted() {
+				<-e.kick
+			}
 		}
 		e.closeErr = e.Err()
 		if err := e.freeBuf(); err != nil && e.closeErr == nil {

@@ -12,11 +12,77 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appendlog/appendlog/internal/engine/clock"
 	"github.com/appendlog/appendlog/internal/sys"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// _guard bounds every wait of these tests: a hang fails the test after it,
+// it never stands in for synchronisation.
+const _guard = 10 * time.Second
+
+// waitUntil waits until cond holds, checking it again whenever the engine
+// broadcasts progress (writes, syncs, releases, the flusher going idle,
+// failure, close). It does not count as a waiter, so it does not wake the
+// flusher.
+func waitUntil(t testing.TB, e *Engine, what string, cond func() bool) {
+	t.Helper()
+	guard := time.NewTimer(_guard)
+	defer guard.Stop()
+	for {
+		ch := e.progress.Wait()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-guard.C:
+			t.Fatalf("not after %v: %s", _guard, what)
+		}
+	}
+}
+
+// advanceUntil moves clk to the deadline of the earliest armed timer, over
+// and over, until cond holds. Between steps it waits for the engine to
+// make progress or arm a timer.
+func advanceUntil(t testing.TB, e *Engine, clk *clock.Fake, what string, cond func() bool) {
+	t.Helper()
+	guard := time.NewTimer(_guard)
+	defer guard.Stop()
+	for {
+		progress, timers := e.progress.Wait(), clk.Changed()
+		if cond() {
+			return
+		}
+		if at, ok := clk.Next(); ok {
+			clk.Advance(at.Sub(clk.Now()))
+			continue
+		}
+		select {
+		case <-progress:
+		case <-timers:
+		case <-guard.C:
+			t.Fatalf("not after %v of real time (fake time %v): %s", _guard, clk.Now(), what)
+		}
+	}
+}
+
+// newFake returns a fake clock for an engine.
+func newFake() *clock.Fake { return clock.NewFake(time.Unix(1e9, 0)) }
+
+// commitN claims n bytes for one record, fills them and commits them.
+func commitN(t testing.TB, e *Engine, n int) Claim {
+	t.Helper()
+	c, err := e.Claim(n, 1)
+	if err != nil {
+		t.Fatalf("Claim(%d): %v", n, err)
+	}
+	e.Put(c, 0, make([]byte, n))
+	e.Commit(c)
+	return c
+}
 
 // memSink collects everything written, checks positions are contiguous, and
 // records when syncs happened.
@@ -237,10 +303,13 @@ func TestTryClaimAccountsEveryDrop(t *testing.T) {
 	}
 }
 
+// TestClaimByTimesOut: a ClaimBy on a full ring waits for its deadline on
+// the engine's clock, and not past it.
 func TestClaimByTimesOut(t *testing.T) {
 	block := make(chan struct{})
 	sink := &blockingSink{block: block}
-	e, err := New(Config{Size: MinSize, BlockSize: 1024}, sink)
+	clk := newFake()
+	e, err := New(Config{Size: MinSize, BlockSize: 1024, Clock: clk}, sink)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,13 +325,40 @@ func TestClaimByTimesOut(t *testing.T) {
 		e.Put(c, 0, make([]byte, 1000))
 		e.Commit(c)
 	}
-	start := time.Now()
-	_, ok, err := e.ClaimBy(1000, 1, time.Now().Add(20*time.Millisecond))
-	if ok || err != nil {
-		t.Fatalf("ClaimBy on a full ring: ok=%v err=%v", ok, err)
+	deadline := e.Now().Add(20 * time.Millisecond)
+	type result struct {
+		ok  bool
+		err error
 	}
-	if time.Since(start) < 20*time.Millisecond {
-		t.Fatalf("ClaimBy returned before its deadline")
+	res := make(chan result, 1)
+	go func() {
+		_, ok, err := e.ClaimBy(1000, 1, deadline)
+		res <- result{ok, err}
+	}()
+	// The claim waits on a timer for its deadline; the flusher, stuck in
+	// the sink, may have one too.
+	guard := time.NewTimer(_guard)
+	defer guard.Stop()
+	for {
+		changed := clk.Changed()
+		if slices.Contains(clk.Deadlines(), deadline) {
+			break
+		}
+		select {
+		case r := <-res:
+			t.Fatalf("ClaimBy returned (ok=%v err=%v) without waiting for its deadline", r.ok, r.err)
+		case <-changed:
+		case <-guard.C:
+			t.Fatal("ClaimBy armed no timer for its deadline")
+		}
+	}
+	clk.Advance(20*time.Millisecond - time.Nanosecond)
+	if !slices.Contains(clk.Deadlines(), deadline) {
+		t.Fatal("ClaimBy's timer fired before its deadline")
+	}
+	clk.Advance(time.Nanosecond)
+	if r := <-res; r.ok || r.err != nil {
+		t.Fatalf("ClaimBy on a full ring: ok=%v err=%v", r.ok, r.err)
 	}
 	close(block)
 	if err := e.Close(); err != nil {
@@ -270,12 +366,19 @@ func TestClaimByTimesOut(t *testing.T) {
 	}
 }
 
+// blockingSink's writes wait until block is closed; the first closes
+// entered, if set, before it waits.
 type blockingSink struct {
-	block chan struct{}
-	n     atomic.Int64
+	block   chan struct{}
+	entered chan struct{}
+	once    sync.Once
+	n       atomic.Int64
 }
 
 func (s *blockingSink) Write(pos uint64, a, b []byte) error {
+	if s.entered != nil {
+		s.once.Do(func() { close(s.entered) })
+	}
 	<-s.block
 	s.n.Add(int64(len(a) + len(b)))
 	return nil
@@ -361,39 +464,47 @@ func TestSyncModes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sink := &memSink{t: t}
+			clk := newFake()
+			tc.cfg.Clock = clk
 			e, err := New(tc.cfg, sink)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer e.Close()
-			c, _ := e.Claim(2048, 1)
-			e.Put(c, 0, make([]byte, 2048))
-			e.Commit(c)
-			deadline := time.Now().Add(5 * time.Second)
-			for e.Synced() < c.Pos+2048 {
-				if time.Now().After(deadline) {
-					t.Fatalf("not synced by policy: %+v", e.Stats())
-				}
-				time.Sleep(time.Millisecond)
+			start := clk.Now()
+			c := commitN(t, e, 2048)
+			advanceUntil(t, e, clk, "synced by policy", func() bool { return e.Synced() >= c.Pos+2048 })
+			// batch-bytes syncs without waiting; the timed policies
+			// wait their period, not more.
+			if took, most := clk.Now().Sub(start), max(tc.cfg.BatchAge, tc.cfg.SyncEvery); took > most {
+				t.Errorf("synced after %v of clock time, want at most %v", took, most)
+			}
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
 	t.Run("never", func(t *testing.T) {
 		sink := &memSink{t: t}
-		e, _ := New(Config{Size: MinSize, FlushInterval: time.Millisecond}, sink)
-		c, _ := e.Claim(100, 1)
-		e.Put(c, 0, make([]byte, 100))
-		e.Commit(c)
-		if err := e.Flush(context.Background()); err != nil {
+		clk := newFake()
+		e, err := New(Config{Size: MinSize, FlushInterval: time.Millisecond, Clock: clk}, sink)
+		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-		if e.Stats().Syncs != 0 {
-			t.Fatalf("SyncNever synced on its own")
+		// No Flush: the flusher's own timer writes the record, and a
+		// flusher that synced on its timers would sync it.
+		c := commitN(t, e, 100)
+		advanceUntil(t, e, clk, "written by the flush timer", func() bool { return e.Written() >= c.Pos+100 })
+		// Once idle with no timer armed, the flusher does nothing until
+		// kicked: it cannot sync on its own.
+		advanceUntil(t, e, clk, "the flusher goes idle", func() bool { return e.idle.Load() && clk.Timers() == 0 })
+		if n := e.Stats().Syncs; n != 0 {
+			t.Fatalf("SyncNever synced on its own (%d syncs)", n)
 		}
-		e.Close()
-		if e.Stats().Syncs != 1 {
-			t.Fatalf("Close must sync once, got %d", e.Stats().Syncs)
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.Stats().Syncs; n != 1 {
+			t.Fatalf("Close must sync once, got %d", n)
 		}
 	})
 }
@@ -401,10 +512,11 @@ func TestSyncModes(t *testing.T) {
 func TestSinkErrorsAreSticky(t *testing.T) {
 	t.Run("sync", func(t *testing.T) {
 		sink := &memSink{t: t, syncErr: errors.New("EIO")}
-		e, _ := New(Config{Size: MinSize}, sink)
-		c, _ := e.Claim(10, 1)
-		e.Put(c, 0, make([]byte, 10))
-		e.Commit(c)
+		e, err := New(Config{Size: MinSize}, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		commitN(t, e, 10)
 		if err := e.Sync(context.Background()); err == nil || err.Error() != "EIO" {
 			t.Fatalf("Sync: %v", err)
 		}
@@ -427,7 +539,10 @@ func TestSinkErrorsAreSticky(t *testing.T) {
 	})
 	t.Run("write-unblocks-full-producers", func(t *testing.T) {
 		sink := &memSink{t: t, writeErr: errors.New("ENOSPC")}
-		e, _ := New(Config{Size: MinSize, BlockSize: 1024}, sink)
+		e, err := New(Config{Size: MinSize, BlockSize: 1024}, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
@@ -451,13 +566,23 @@ func TestSinkErrorsAreSticky(t *testing.T) {
 func TestCloseRacingProducersLosesNothing(t *testing.T) {
 	for trial := range 20 {
 		sink := &memSink{t: t}
-		e, _ := New(Config{Size: MinSize, BlockSize: 1024}, sink)
+		e, err := New(Config{Size: MinSize, BlockSize: 1024}, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var ok atomic.Int64
+		// Close after trial%5 * 500 records: from the first claims to
+		// several laps of the ring.
+		ready, target := make(chan struct{}), int64(trial%5)*500
+		var once sync.Once
 		var wg sync.WaitGroup
 		for id := range 8 {
 			wg.Go(func() {
 				buf := make([]byte, 40)
 				for i := 0; ; i++ {
+					if ok.Load() >= target {
+						once.Do(func() { close(ready) })
+					}
 					if _, err := putRecord(e, id, len(buf), uint32(i), buf); err != nil {
 						if !errors.Is(err, ErrClosed) {
 							t.Error(err)
@@ -468,7 +593,7 @@ func TestCloseRacingProducersLosesNothing(t *testing.T) {
 				}
 			})
 		}
-		time.Sleep(time.Duration(trial%5) * time.Millisecond)
+		<-ready
 		if err := e.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -494,7 +619,10 @@ func TestBadConfigAndClaims(t *testing.T) {
 			t.Errorf("New(%+v) accepted", c)
 		}
 	}
-	e, _ := New(Config{Size: MinSize}, &memSink{t: t})
+	e, err := New(Config{Size: MinSize}, &memSink{t: t})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer e.Close()
 	for _, n := range []int{0, -1, e.MaxClaim() + 1} {
 		if _, err := e.Claim(n, 1); !errors.Is(err, ErrTooLarge) {
@@ -510,11 +638,17 @@ func TestBadConfigAndClaims(t *testing.T) {
 }
 
 func TestCommitAllocatesNothing(t *testing.T) {
-	e, _ := New(Config{}, nullSink{})
+	e, err := New(Config{}, nullSink{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer e.Close()
 	p := make([]byte, 128)
 	allocs := testing.AllocsPerRun(1000, func() {
-		c, _ := e.Claim(len(p), 1)
+		c, err := e.Claim(len(p), 1)
+		if err != nil {
+			panic(err)
+		}
 		e.Put(c, 0, p)
 		e.Commit(c)
 	})
@@ -531,7 +665,10 @@ func (nullSink) Sync() error                        { return nil }
 func BenchmarkClaimCommit(b *testing.B) {
 	for _, g := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("goroutines=%d/size=128", g), func(b *testing.B) {
-			e, _ := New(Config{}, nullSink{})
+			e, err := New(Config{}, nullSink{})
+			if err != nil {
+				b.Fatal(err)
+			}
 			p := make([]byte, 128)
 			b.SetBytes(128)
 			b.ReportAllocs()
@@ -539,20 +676,29 @@ func BenchmarkClaimCommit(b *testing.B) {
 			b.ResetTimer()
 			if g == 1 {
 				for range b.N {
-					c, _ := e.Claim(len(p), 1)
+					c, err := e.Claim(len(p), 1)
+					if err != nil {
+						b.Fatal(err)
+					}
 					e.Put(c, 0, p)
 					e.Commit(c)
 				}
 			} else {
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						c, _ := e.Claim(len(p), 1)
+						c, err := e.Claim(len(p), 1)
+						if err != nil {
+							b.Error(err)
+							return
+						}
 						e.Put(c, 0, p)
 						e.Commit(c)
 					}
 				})
 			}
-			e.Close()
+			if err := e.Close(); err != nil {
+				b.Fatal(err)
+			}
 			b.StopTimer()
 			if st := e.Stats(); st.Written != uint64(b.N)*128 {
 				b.Fatalf("wrote %d bytes, want %d", st.Written, b.N*128)
@@ -647,10 +793,11 @@ func TestPipelinedSyncOverlapsWritesAndCoversOnlyWhatItSaw(t *testing.T) {
 
 func TestPipelinedSyncErrorIsSticky(t *testing.T) {
 	sink := &pipeSink{memSink: memSink{t: t, syncErr: errors.New("EIO")}}
-	e, _ := New(Config{Size: MinSize}, sink)
-	c, _ := e.Claim(10, 1)
-	e.Put(c, 0, make([]byte, 10))
-	e.Commit(c)
+	e, err := New(Config{Size: MinSize}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, e, 10)
 	if err := e.Sync(context.Background()); err == nil || err.Error() != "EIO" {
 		t.Fatalf("Sync: %v", err)
 	}
@@ -660,6 +807,8 @@ func TestPipelinedSyncErrorIsSticky(t *testing.T) {
 	if err := e.Close(); err == nil {
 		t.Fatal("Close hid the failure")
 	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
 	if sink.syncs != 1 {
 		t.Fatalf("failed fsync was retried: %d calls", sink.syncs)
 	}
@@ -726,15 +875,15 @@ func TestCloseAfterFailureWaitsForClaims(t *testing.T) {
 	e.Put(c, 0, make([]byte, bs))
 	e.Commit(c)
 	e.RequestSync(bs) // the write of c fails
-	for e.Err() == nil {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, e, "the sink's write error fails the engine", func() bool { return e.Err() != nil })
+	waiting := make(chan struct{})
+	e.onCommitWait = func() { close(waiting) } // only Close waits: the failed flusher exits
 	closed := make(chan error, 1)
 	go func() { closed <- e.Close() }()
 	select {
 	case err := <-closed:
 		t.Fatalf("Close returned (%v) while a claim was not committed", err)
-	case <-time.After(50 * time.Millisecond):
+	case <-waiting:
 	}
 	e.Put(held, 0, make([]byte, 100)) // would fault after an early release
 	e.Commit(held)
@@ -746,35 +895,36 @@ func TestCloseAfterFailureWaitsForClaims(t *testing.T) {
 // TestLate: an idle flusher is never late; one whose Sink.Write runs far
 // past the fastest recent write is; once it returns and goes idle again,
 // it is not.
+//
+// The first write is expected to take no time (no estimate yet), so the
+// flusher is late once the clock passes its start by more than _lateSlack.
 func TestLate(t *testing.T) {
-	sink := &blockingSink{block: make(chan struct{})}
-	e, err := New(Config{Size: MinSize, BlockSize: 1024}, sink)
+	sink := &blockingSink{block: make(chan struct{}), entered: make(chan struct{})}
+	clk := newFake()
+	e, err := New(Config{Size: MinSize, BlockSize: 1024, Clock: clk}, sink)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e.Late() {
 		t.Fatal("an idle flusher is late")
 	}
-	c, err := e.Claim(64, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Put(c, 0, make([]byte, 64))
-	e.Commit(c)
+	c := commitN(t, e, 64)
 	e.RequestSync(c.Pos + 64) // write now
-	deadline := time.Now().Add(10 * time.Second)
-	for !e.Late() {
-		if time.Now().After(deadline) {
-			t.Fatal("a flusher stuck in Sink.Write for 10 s is not late")
-		}
-		time.Sleep(time.Millisecond)
+	<-sink.entered
+	clk.Advance(_lateSlack)
+	if e.Late() {
+		t.Fatalf("late %v into its write, no more than the slack", _lateSlack)
+	}
+	clk.Advance(time.Nanosecond)
+	if !e.Late() {
+		t.Fatalf("a flusher %v into a write expected to take 0 is not late", _lateSlack+time.Nanosecond)
 	}
 	close(sink.block)
-	for e.Late() {
-		if time.Now().After(deadline) {
-			t.Fatal("still late after the sink returned")
-		}
-		time.Sleep(time.Millisecond)
+	if err := e.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if e.Late() {
+		t.Fatal("still late after the sink returned")
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
@@ -855,13 +1005,7 @@ func TestIdleWakeRacingProducers(t *testing.T) {
 	const producers, rounds = 4, 200
 	want := make([]uint32, producers)
 	for round := range rounds {
-		deadline := time.Now().Add(5 * time.Second)
-		for !e.idle.Load() {
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: the flusher never went idle", round)
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
+		waitUntil(t, e, fmt.Sprintf("round %d: the flusher goes idle", round), e.idle.Load)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for id := range producers {
@@ -879,12 +1023,8 @@ func TestIdleWakeRacingProducers(t *testing.T) {
 			want[id]++
 		}
 		pos, _ := e.Tail()
-		for e.Written() < pos {
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: %d of %d bytes written after 5 s with the flusher kicked from idle", round, e.Written(), pos)
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
+		waitUntil(t, e, fmt.Sprintf("round %d: %d bytes written by the flusher kicked from idle", round, pos),
+			func() bool { return e.Written() >= pos })
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
@@ -924,5 +1064,50 @@ func TestWriteEstimateProbes(t *testing.T) {
 	w.add(800) // the sink got faster
 	if got := w.est(); got != 800 {
 		t.Fatalf("estimate %d after an 800 write, want 800", got)
+	}
+}
+
+// TestCloseWaitsForLateCommit: Close on a healthy engine with a claim not
+// yet committed stops the flusher, which waits for that commit without
+// polling: Close keeps waiters raised, so the commit kicks the flusher,
+// which then writes and syncs it.
+func TestCloseWaitsForLateCommit(t *testing.T) {
+	sink := &memSink{t: t}
+	e, err := New(Config{Size: MinSize, BlockSize: 1024, FlushInterval: time.Hour}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, e, 100)
+	held, err := e.Claim(200, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{})
+	var once sync.Once
+	e.onCommitWait = func() { once.Do(func() { close(waiting) }) }
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a claim was not committed", err)
+	case <-waiting:
+	}
+	e.Put(held, 0, make([]byte, 200))
+	e.Commit(held)
+	guard := time.NewTimer(_guard)
+	defer guard.Stop()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-guard.C:
+		t.Fatal("Close still waits: the last commit did not kick the flusher")
+	}
+	if got := len(sink.bytes()); got != 300 {
+		t.Fatalf("sink has %d bytes, want 300", got)
+	}
+	if st := e.Stats(); st.Synced != 300 {
+		t.Fatalf("synced %d of 300 bytes", st.Synced)
 	}
 }

@@ -24,29 +24,24 @@ func (e *Engine) flushLoop() {
 	defer close(e.done)
 	defer e.progress.Broadcast()
 
-	timer := time.NewTimer(time.Hour)
+	timer := e.newTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	var timerAt time.Time // when the armed timer fires; zero when not armed
 	arm := func(d time.Duration) {
 		d = max(d, time.Microsecond)
-		at := time.Now().Add(d)
-		if !timerAt.IsZero() {
-			if !at.Before(timerAt) {
-				return // already due sooner
-			}
-			if !timer.Stop() {
-				<-timer.C
-			}
+		at := e.now().Add(d)
+		if !timerAt.IsZero() && !at.Before(timerAt) {
+			return // already due sooner
 		}
-		timer.Reset(d)
+		timer.Reset(d) // no stale fire is received after Reset
 		timerAt = at
 	}
 
 	cfg := &e.cfg
 	var gather groupGather
 	var pace pacer
-	lastSync := time.Now()
+	lastSync := e.now()
 	var dataSince time.Time // when the flusher first saw the oldest unsynced byte
 	stopping := false
 
@@ -79,7 +74,7 @@ func (e *Engine) flushLoop() {
 		gather.end(e)
 		e.stats.syncs.Add(1)
 		e.synced.Store(target)
-		lastSync = time.Now()
+		lastSync = e.now()
 		dataSince = time.Time{}
 		if e.written.Load() > target {
 			dataSince = started // the oldest unsynced byte came after the sync began
@@ -101,7 +96,7 @@ func (e *Engine) flushLoop() {
 			}
 			select {
 			case <-e.kick:
-			case <-timer.C:
+			case <-timer.C():
 				timerAt = time.Time{}
 				fired = true
 			case res = <-results:
@@ -113,7 +108,7 @@ func (e *Engine) flushLoop() {
 		if e.idle.Load() {
 			e.idle.Store(false)
 		}
-		e.due.Store(e.nanos(time.Now()) + int64(_lateSlack))
+		e.due.Store(e.nanos(e.now()) + int64(_lateSlack))
 		if gotResult {
 			if res != nil {
 				e.fail(res)
@@ -136,7 +131,7 @@ func (e *Engine) flushLoop() {
 
 		pos, _ := e.Tail()
 		w, s := e.written.Load(), e.synced.Load()
-		now := time.Now()
+		now := e.now()
 		if (pos > w || w > s) && dataSince.IsZero() {
 			dataSince = now
 		}
@@ -167,11 +162,11 @@ func (e *Engine) flushLoop() {
 				// One sync in flight; its completion brings the loop round.
 			case pipelined:
 				gather.begin(e)
-				syncTarget, syncStarted = w, time.Now()
+				syncTarget, syncStarted = w, e.now()
 				jobs <- ps.PrepareSync()
 			default:
 				gather.begin(e)
-				started := time.Now()
+				started := e.now()
 				if err := e.sink.Sync(); err != nil {
 					e.fail(err)
 					continue
@@ -192,8 +187,13 @@ func (e *Engine) flushLoop() {
 			if w >= pos && s >= pos && syncTarget == 0 {
 				return
 			}
-			if !progressed && syncTarget == 0 {
-				time.Sleep(10 * time.Microsecond)
+			if !progressed && syncTarget == 0 && e.failed.Load() == nil {
+				// Claims not yet committed: Close keeps waiters
+				// non-zero, so their commits kick.
+				if e.onCommitWait != nil {
+					e.onCommitWait()
+				}
+				<-e.kick
 			}
 			continue
 		}
@@ -229,6 +229,7 @@ func (e *Engine) flushLoop() {
 			if p, _ := e.Tail(); p > e.written.Load() {
 				e.wake()
 			}
+			e.progress.Broadcast() // idleness is observable (tests wait for it)
 		}
 	}
 }
@@ -339,6 +340,10 @@ type groupGather struct {
 }
 
 // maxGather bounds how long the flusher waits for a group to re-form.
+//
+// Gathering reads the system clock, not Config.Clock: it times how long
+// goroutines take to be scheduled, and yields until they are, so a fake
+// clock that does not move must not keep it yielding.
 const maxGather = 100 * time.Microsecond
 
 func (g *groupGather) begin(e *Engine) {
@@ -395,13 +400,13 @@ func (e *Engine) writeCommitted() bool {
 	for end := first; w < end; {
 		next := min(end, w+uint64(e.cfg.MaxWrite))
 		a, b := e.slices(w, next)
-		start := time.Now()
+		start := e.now()
 		e.due.Store(e.nanos(start) + e.writeEst.next() + int64(_lateSlack))
 		if err := e.sink.Write(w, a, b); err != nil {
 			e.fail(err)
 			return false
 		}
-		now := time.Now()
+		now := e.now()
 		e.writeEst.add(int64(now.Sub(start)))
 		e.due.Store(e.nanos(now) + int64(_lateSlack))
 		e.stats.flushes.Add(1)
