@@ -194,50 +194,83 @@ func loadOptions(f *loadFlags) (*wal.Options, error) {
 	return opts, nil
 }
 
+// runLoad runs one load: setupLoad opens the log, the driver appends while
+// startProgress reports, and finish prints what the log holds.
 func runLoad(cmd *cobra.Command, f *loadFlags) (err error) {
-	opts, err := loadOptions(f)
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := setupLoad(cmd, f)
 	if err != nil {
 		return err
 	}
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	defer func() {
+		if rerr := r.removeTemp(); err == nil {
+			err = rerr
+		}
+	}()
 
+	d := newDriver(r.l, f)
+	stopProgress := r.startProgress(d)
+	start := time.Now()
+	runErr := d.run(ctx)
+	closeErr := r.l.Close()
+	elapsed := time.Since(start)
+	stopProgress()
+	return r.finish(elapsed, errors.Join(runErr, closeErr))
+}
+
+// loadRun is one load between setup and its report.
+type loadRun struct {
+	f              *loadFlags
+	stdout, stderr io.Writer
+	l              *wal.Log
+	// temp is the temporary directory to remove at the end, or "".
+	temp string
+	res  loadResult
+}
+
+// setupLoad validates the flags, refuses a run the file system has no room
+// for, creates the log directory (a temporary one without --dir) and opens
+// the log. On error it leaves nothing behind that it created.
+func setupLoad(cmd *cobra.Command, f *loadFlags) (_ *loadRun, err error) {
+	opts, err := loadOptions(f)
+	if err != nil {
+		return nil, err
+	}
+	r := &loadRun{f: f, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr()}
 	target := f.dir
 	if target == "" {
 		target = os.TempDir()
 	}
-	if err := checkSpace(stderr, target, f); err != nil {
-		return err
+	if err := checkSpace(r.stderr, target, f); err != nil {
+		return nil, err
 	}
 
 	dir, kept := f.dir, true
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "appendlog-load-*"); err != nil {
-			return err
+			return nil, err
 		}
 		kept = f.keep
 		if !kept {
-			defer func() {
-				if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
-					err = rerr
-				}
-			}()
+			r.temp = dir
 		}
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, r.removeTemp())
+		}
+	}()
 
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	l, err := wal.Open(dir, opts)
-	if err != nil {
-		return fmt.Errorf("open log: %w", err)
+	if r.l, err = wal.Open(dir, opts); err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
 	}
-	if rec := l.Recovery(); rec.Segments > 0 {
-		fmt.Fprintf(stderr, "appendlog load: %s\n", describeRecovery(rec))
+	if rec := r.l.Recovery(); rec.Segments > 0 {
+		fmt.Fprintf(r.stderr, "appendlog load: %s\n", describeRecovery(rec))
 	}
-
-	res := loadResult{
+	r.res = loadResult{
 		Requested:   f.records,
 		Writers:     f.writers,
 		Size:        f.size,
@@ -245,27 +278,42 @@ func runLoad(cmd *cobra.Command, f *loadFlags) (err error) {
 		SegmentSize: f.segmentSize,
 		Dir:         dir,
 		Kept:        kept,
-		FirstSeq:    l.NextSeq(),
+		FirstSeq:    r.l.NextSeq(),
 	}
 	if opts.Sync == wal.SyncInterval {
-		res.SyncEvery = f.syncEvery.String()
+		r.res.SyncEvery = f.syncEvery.String()
 	}
+	return r, nil
+}
 
-	d := newDriver(l, f)
+// removeTemp removes the temporary log directory, if load made one and
+// --keep was not given.
+func (r *loadRun) removeTemp() error {
+	if r.temp == "" {
+		return nil
+	}
+	err := os.RemoveAll(r.temp)
+	r.temp = ""
+	return err
+}
 
+// startProgress starts what reports progress while d runs: the "durable
+// <seq>" lines of --acks on stdout, and a progress bar on stderr when it is
+// a terminal. The function it returns stops and joins them.
+func (r *loadRun) startProgress(d *driver) (stop func()) {
 	var bg sync.WaitGroup
-	bgStop := make(chan struct{})
-	if f.acks {
+	done := make(chan struct{})
+	if r.f.acks {
 		bg.Add(1)
 		go func() {
 			defer bg.Done()
-			printAcks(stdout, l, bgStop)
+			printAcks(r.stdout, r.l, done)
 		}()
 	}
 	var bar *progressbar.ProgressBar
-	if isTerminal(stderr) {
-		bar = progressbar.NewOptions64(f.records,
-			progressbar.OptionSetWriter(stderr),
+	if isTerminal(r.stderr) {
+		bar = progressbar.NewOptions64(r.f.records,
+			progressbar.OptionSetWriter(r.stderr),
 			progressbar.OptionSetDescription("load"),
 			progressbar.OptionShowCount(),
 			progressbar.OptionShowIts(),
@@ -281,7 +329,7 @@ func runLoad(cmd *cobra.Command, f *loadFlags) (err error) {
 			defer t.Stop()
 			for {
 				select {
-				case <-bgStop:
+				case <-done:
 					return
 				case <-t.C:
 					_ = bar.Set64(d.appended())
@@ -289,21 +337,24 @@ func runLoad(cmd *cobra.Command, f *loadFlags) (err error) {
 			}
 		}()
 	}
-
-	start := time.Now()
-	runErr := d.run(ctx)
-	closeErr := l.Close()
-	elapsed := time.Since(start)
-
-	close(bgStop)
-	bg.Wait()
-	if bar != nil {
-		_ = bar.Finish()
+	return func() {
+		close(done)
+		bg.Wait()
+		if bar != nil {
+			_ = bar.Finish()
+		}
 	}
-	st := l.Stats()
+}
+
+// finish reads the closed log's counters into the result and prints it: the
+// summary, or what a run stopped early by runErr appended, wrote and made
+// durable; with --json the result as the last line of stdout.
+func (r *loadRun) finish(elapsed time.Duration, runErr error) error {
+	f, res := r.f, &r.res
+	st := r.l.Stats()
 	durable := st.DurableSeq
 	if f.acks {
-		fmt.Fprintf(stdout, "durable %d\n", durable)
+		fmt.Fprintf(r.stdout, "durable %d\n", durable)
 	}
 
 	// The log's counters, not the writers': after a failure the log may
@@ -330,19 +381,18 @@ func runLoad(cmd *cobra.Command, f *loadFlags) (err error) {
 	res.DurableSeq = durable
 	res.MaxRSSBytes, _ = sys.MaxRSS()
 
-	runErr = errors.Join(runErr, closeErr)
 	if runErr != nil {
 		res.Error = runErr.Error()
-		printLoadStop(stderr, &res)
+		printLoadStop(r.stderr, res)
 	} else {
-		printLoadSummary(stderr, &res)
+		printLoadSummary(r.stderr, res)
 	}
 	if f.json {
-		b, err := json.Marshal(&res)
+		b, err := json.Marshal(res)
 		if err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
+		if _, err := fmt.Fprintf(r.stdout, "%s\n", b); err != nil {
 			return err
 		}
 	}
