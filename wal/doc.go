@@ -41,8 +41,11 @@
 //
 // A log is a directory of segment files named by the sequence number of
 // their first record (00000000000000000001.seg), a LOCK file holding an
-// exclusive flock (a second process gets an error naming it and the
-// holder), and, after a repair, side files ending in .cut.
+// exclusive flock (a second Open, in this process or another, gets
+// ErrInUse naming it and the holder), and, after a repair, side files whose
+// names contain .cut. A directory with none of these but other files is not
+// a log: Open, OpenReader, Verify and Repair refuse it (ErrNotLog) and
+// create nothing in it. An empty directory is an empty log.
 //
 //	segment := file header page (4096 B) | frame ... frame | [footer frame]
 //
@@ -57,18 +60,33 @@
 // fdatasynced, and only then is the next segment created, preallocated,
 // and its name made durable with a directory fsync.
 //
+// A gap frame (a frame.KindPadding frame, see GapError) records that a
+// forced Repair cut the records of a range of sequence numbers: its seq is
+// the first missing one and its payload the count. Footers and durable
+// marks count a gap's sequence numbers, so the chain of segments holds.
+//
 // # Recovery
 //
 // Open trusts the footer of every segment that has a successor, checks that
-// the sequence numbers chain without gaps, and CRC-scans the last segment.
-// With Options.VerifyOnOpen it CRC-scans every segment, and damage in a
-// sealed one is a *CorruptionError too.
-// Damage in the last segment past its durable mark is a torn tail (writes
-// that no completed sync covered): it is cut, and Log.Recovery reports
-// where and how many bytes. Damage anywhere a completed sync covered, a
-// missing segment, or a bad footer is a *CorruptionError naming segment and
-// byte offset: Open refuses to guess. Repair cuts a torn tail or, forced,
-// everything from a corruption on, keeping the cut bytes in side files.
+// the sequence numbers chain, and CRC-scans the last segment. With
+// Options.VerifyOnOpen it CRC-scans every segment, and damage in a sealed
+// one is a *CorruptionError too. Damage in the last segment past its
+// durable mark is a torn tail (writes that no completed sync covered): it
+// is cut, and Log.Recovery reports where and how many bytes. Damage
+// anywhere a completed sync covered, a missing segment, or a bad footer is
+// a *CorruptionError naming segment and byte offset: Open refuses to guess.
+//
+// Sequence numbers are consecutive, with one exception: a gap that a forced
+// Repair recorded. Open accepts a recorded gap (Recovery.Gaps lists those
+// it read) and appends continue after it; a hole in the sequence numbers
+// with no gap frame is still a *CorruptionError. A Reader never passes a
+// gap silently: Next stops at it and Err returns a *GapError; calling Next
+// again goes on after it. Verify lists gaps in VerifyReport.Gaps and
+// treats a log whose only flaws are recorded gaps as consistent.
+//
+// Repair cuts a torn tail. Forced, it repairs every damaged place and keeps
+// every intact record: it cuts only the bytes that do not decode, keeps
+// them in side files, and records the records lost there as gaps.
 //
 // # Concurrency
 //

@@ -23,6 +23,7 @@ func fuzzSegment(body []byte, markEnd int64, markNext uint64) []byte {
 // FuzzRecover feeds arbitrary tail-segment contents to Open and Verify. It
 // must never panic; Open and Verify must agree on whether the log is
 // corrupt; when Open succeeds the log must verify clean and accept appends.
+// When Open refuses, a forced Repair must make the log open.
 func FuzzRecover(f *testing.F) {
 	// Seeds: valid records, a torn record, zero fill, garbage, a footer.
 	var body []byte
@@ -40,6 +41,19 @@ func FuzzRecover(f *testing.F) {
 	frame.PutFooter(ft, frame.Footer{FirstSeq: 1, Count: 5, DataEnd: int64(frame.FileHeaderSize + len(body))})
 	f.Add(append(append([]byte{}, body...), ft...), int64(0), uint64(0))
 	f.Add([]byte("garbage garbage garbage"), int64(0), uint64(0))
+	// A recorded gap (records 3 and 4 lost) between records, with and
+	// without a mark covering it, and a gap frame out of sequence.
+	withGap := append([]byte{}, body[:frame.Size(10)+frame.Size(11)]...)
+	var g [gapFrameSize]byte
+	putGap(g[:], 3, 2)
+	withGap = append(withGap, g[:]...)
+	rec5 := make([]byte, frame.Size(14))
+	frame.Encode(rec5, 5, bytes.Repeat([]byte{'e'}, 14))
+	withGap = append(withGap, rec5...)
+	f.Add(withGap, int64(frame.FileHeaderSize+len(withGap)), uint64(6))
+	f.Add(withGap, int64(0), uint64(0))
+	putGap(g[:], 7, 1)
+	f.Add(append(append([]byte{}, body...), g[:]...), int64(0), uint64(0))
 	f.Add([]byte{}, int64(frame.FileHeaderSize), uint64(1))
 
 	f.Fuzz(func(t *testing.T, body []byte, markEnd int64, markNext uint64) {
@@ -70,7 +84,15 @@ func FuzzRecover(f *testing.F) {
 			if !IsCorrupt(oerr) {
 				t.Fatalf("Open failed without a CorruptionError: %v", oerr)
 			}
-			return
+			if _, err := Repair(dir, true, o); err != nil {
+				t.Fatalf("forced Repair of %v: %v", oerr, err)
+			}
+			if _, err := Verify(dir, o); err != nil {
+				t.Fatalf("Verify after forced Repair: %v", err)
+			}
+			if l, oerr = Open(dir, o); oerr != nil {
+				t.Fatalf("Open after forced Repair: %v", oerr)
+			}
 		}
 		next := l.NextSeq()
 		seq, err := l.Append([]byte("after recovery"))

@@ -54,6 +54,10 @@ type Recovery struct {
 	TruncatedAt    int64
 	TruncatedBytes int64
 	Damage         error
+	// Gaps lists the gaps recorded by a forced Repair that Open read past:
+	// those in the tail, and with Options.VerifyOnOpen those in every
+	// segment. Open accepts a recorded gap; see GapError.
+	Gaps []GapError
 	// RemovedSegment names an incomplete segment (crash while it was being
 	// created, no records in it) that Open removed.
 	RemovedSegment string

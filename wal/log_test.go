@@ -627,10 +627,10 @@ func TestRepair(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.CutBytes != 13 || rep.SideFile == "" {
+		if len(rep.Cuts) != 1 || rep.CutBytes() != 13 || rep.Cuts[0].SideFile == "" || len(rep.Gaps) != 0 {
 			t.Fatalf("repair: %+v", rep)
 		}
-		side, err := os.ReadFile(filepath.Join(dir, rep.SideFile))
+		side, err := os.ReadFile(filepath.Join(dir, rep.Cuts[0].SideFile))
 		noErr(t, err)
 		if !bytes.Contains(side, []byte("torn!torn!")) {
 			t.Fatalf("side file lacks the cut bytes: %q", side)
@@ -650,24 +650,25 @@ func TestRepair(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Segment != segs[1] || len(rep.RemovedSegments) != len(segs)-2 || rep.Corruption == nil {
+		if len(rep.Rebuilt) != 1 || rep.Rebuilt[0] != segs[1] || len(rep.RemovedSegments) != 0 || rep.Corruption == nil ||
+			len(rep.Gaps) != 1 || rep.Gaps[0].End-rep.Gaps[0].First != 1 {
 			t.Fatalf("forced repair: %+v", rep)
 		}
 		v, err := Verify(dir, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Every record before the damage is kept, and the log opens.
+		// Every record but the damaged one is kept, and the log opens.
 		l := mustOpen(t, dir, &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10})
-		if l.NextSeq() != v.NextSeq || v.Records == 0 {
+		if l.NextSeq() != 2001 || v.NextSeq != 2001 || v.Records != 1999 || len(v.Gaps) != 1 {
 			t.Fatalf("after repair next %d, verify %+v", l.NextSeq(), v)
 		}
 		if _, err := l.Append([]byte("after repair")); err != nil {
 			t.Fatal(err)
 		}
-		l.Close()
-		if _, err := Verify(dir, nil); err != nil {
-			t.Fatal(err)
+		noErr(t, l.Close())
+		if v, err := Verify(dir, nil); err != nil || v.Records != 2000 || len(v.Gaps) != 1 {
+			t.Fatalf("after append: %+v %v", v, err)
 		}
 	})
 }

@@ -21,6 +21,11 @@ import (
 // tail segment past its durable mark is a torn tail: the Reader stops there
 // without error and reports it in Torn. Any other damage is a
 // *CorruptionError from Err.
+//
+// A gap that a forced Repair recorded (records lost to damage, see
+// GapError) is never skipped silently: Next returns false and Err returns
+// the *GapError. Calling Next again continues with the first record after
+// the gap. A gap wholly before the Reader's from is not reported.
 type Reader struct {
 	fsys    vfs.FS
 	dir     string
@@ -47,6 +52,11 @@ type Reader struct {
 	// footerAt (-1 if none), or an unfinished creation.
 	footerAt   int64
 	unfinished bool
+
+	// gap is the recorded gap Next stopped at, reported by Err until the
+	// next call to Next; gaps lists every gap passed.
+	gap  *GapError
+	gaps []GapError
 
 	seq     uint64
 	rec     []byte
@@ -94,9 +104,11 @@ func OpenReader(dir string, from uint64, opts *Options) (*Reader, error) {
 	return r, nil
 }
 
-// Next advances to the next record. It returns false at the end of the log
-// or on error (see Err).
+// Next advances to the next record. It returns false at the end of the log,
+// on error, or at a recorded gap (see Err); after a gap, Next continues
+// with the record after it.
 func (r *Reader) Next() bool {
+	r.gap = nil
 	for !r.done {
 		if r.f == nil {
 			if r.i >= len(r.segs) || r.sealedOnly && r.i == len(r.segs)-1 {
@@ -122,6 +134,17 @@ func (r *Reader) Next() bool {
 				}
 				r.footerAt = off
 				r.endSegment(nil)
+				continue
+			}
+			if n, ok := decodeGap(fr); ok && fr.Seq == r.expect {
+				g := GapError{Segment: r.cur.name, Offset: off, First: fr.Seq, End: fr.Seq + n}
+				r.expect = g.End
+				r.dataEnd = off + gapFrameSize
+				r.gaps = append(r.gaps, g)
+				if g.End > r.from {
+					r.gap, r.rec = &g, nil
+					return false
+				}
 				continue
 			}
 			var bad error
@@ -338,9 +361,26 @@ func (r *Reader) Record() []byte { return r.rec }
 // Position returns the segment and byte offset of the current record.
 func (r *Reader) Position() (segment string, offset int64) { return r.cur.name, r.offset }
 
-// Err returns the error that stopped Next, or nil at a clean end (a torn
-// tail included: see Torn).
-func (r *Reader) Err() error { return r.err }
+// Err returns the error that stopped Next: nil at a clean end (a torn
+// tail included: see Torn), a *GapError at a recorded gap (Next goes on
+// after it), or the error that ended the read.
+func (r *Reader) Err() error {
+	if r.err != nil {
+		return r.err
+	}
+	if r.gap != nil {
+		return r.gap
+	}
+	return nil
+}
+
+// readThroughGaps calls Next until the end of the log, passing recorded
+// gaps (listed in r.gaps). For Verify and recovery, which read for the
+// checks, not the records.
+func (r *Reader) readThroughGaps() {
+	for r.Next() || r.gap != nil {
+	}
+}
 
 // Torn returns the torn tail the Reader stopped at, or nil.
 func (r *Reader) Torn() *TornTail { return r.torn }

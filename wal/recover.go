@@ -32,9 +32,12 @@ import (
 // in one is corruption.
 func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, error) {
 	rec := Recovery{TruncatedAt: -1}
-	// A spare segment never holds an acknowledged record (see rotate).
-	if err := fsys.Remove(filepath.Join(dir, spareName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, rec, fmt.Errorf("wal: remove %s: %w", spareName, err)
+	// A spare segment never holds an acknowledged record (see rotate), nor
+	// does a segment a Repair was rebuilding when it stopped (see salvage).
+	for _, tmp := range []string{spareName, repairTmp} {
+		if err := fsys.Remove(filepath.Join(dir, tmp)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, rec, fmt.Errorf("wal: remove %s: %w", tmp, err)
+		}
 	}
 	segs, _, _, err := listSegments(fsys, dir)
 	if err != nil {
@@ -49,12 +52,12 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 	if o.VerifyOnOpen && len(segs) > 1 {
 		// CRC-scan every sealed segment instead of trusting its footer.
 		r := &Reader{fsys: fsys, dir: dir, segs: segs, from: math.MaxUint64, maxRec: o.MaxRecordSize, expect: segs[0].firstSeq, footerAt: -1, sealedOnly: true}
-		for r.Next() {
-		}
+		r.readThroughGaps()
 		r.Close()
 		if err := r.Err(); err != nil {
 			return nil, rec, err
 		}
+		rec.Gaps = append(rec.Gaps, r.gaps...)
 	}
 
 	// Sealed segments: trust the footers, check the chain of sequence numbers.
@@ -144,12 +147,12 @@ func checkSealed(fsys vfs.FS, dir string, s segInfo) (frame.Footer, *segErr) {
 // after the last good record.
 func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, rec *Recovery) error {
 	r := &Reader{fsys: fsys, dir: dir, segs: []segInfo{s}, from: math.MaxUint64, maxRec: o.MaxRecordSize, expect: s.firstSeq, footerAt: -1}
-	for r.Next() {
-	}
+	r.readThroughGaps()
 	r.Close()
 	if err := r.Err(); err != nil {
 		return err
 	}
+	rec.Gaps = append(rec.Gaps, r.gaps...)
 	path := filepath.Join(dir, s.name)
 	if r.unfinished {
 		if err := fsys.Remove(path); err != nil {

@@ -57,7 +57,7 @@ func listSegments(fsys vfs.FS, dir string) (segs []segInfo, foreign []string, ow
 			segs = append(segs, segInfo{name: n, firstSeq: seq})
 			continue
 		}
-		if n == lockName || n == spareName || strings.Contains(n, cutSuffix) {
+		if n == lockName || n == spareName || n == repairTmp || strings.Contains(n, cutSuffix) {
 			own = true
 			continue
 		}

@@ -3,7 +3,7 @@ package wal
 import (
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -19,6 +19,11 @@ type VerifyReport struct {
 	FirstSeq, NextSeq uint64
 	// Torn is the torn tail Open would cut, or nil.
 	Torn *TornTail
+	// Gaps lists the gaps a forced Repair recorded: records lost to damage
+	// and cut. A log with gaps and no other damage is consistent; Records
+	// counts the records present, and [FirstSeq, NextSeq) includes the
+	// gaps' sequence numbers.
+	Gaps []GapError
 	// Warnings lists things that are not damage: foreign files in the
 	// directory, an unfinished segment Open would remove.
 	Warnings []string
@@ -42,9 +47,9 @@ func Verify(dir string, opts *Options) (*VerifyReport, error) {
 	if len(r.segs) > 0 {
 		rep.FirstSeq = r.segs[0].firstSeq
 	}
-	for r.Next() {
-	}
+	r.readThroughGaps()
 	rep.Records, rep.Bytes, rep.NextSeq = r.records, r.bytes, r.expect
+	rep.Gaps = r.gaps
 	rep.Torn = r.Torn()
 	if rep.Torn != nil && rep.Torn.Bytes == 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: %v; Open removes it", rep.Torn.Segment, rep.Torn.Damage))
@@ -55,23 +60,62 @@ func Verify(dir string, opts *Options) (*VerifyReport, error) {
 
 // RepairReport says what Repair did.
 type RepairReport struct {
-	// Segment and Offset locate the cut; CutBytes counts the bytes removed
-	// from that segment, kept in SideFile.
-	Segment  string
-	Offset   int64
-	CutBytes int64
-	SideFile string
-	// RemovedSegments were moved aside whole (renamed with a .cut suffix).
+	// Cuts lists the byte ranges removed from segments, in log order; each
+	// is kept in a side file.
+	Cuts []Cut
+	// Gaps lists the sequence ranges a forced repair recorded as lost.
+	Gaps []GapError
+	// Rebuilt names the segments rewritten: damaged ranges cut, gaps
+	// recorded, or a damaged header, footer or mark recomputed.
+	Rebuilt []string
+	// Created names the segments created to record the gap of a missing
+	// segment.
+	Created []string
+	// RemovedSegments were moved aside whole (renamed with a .cut suffix):
+	// trailing segments with nothing to keep.
 	RemovedSegments []string
-	// Corruption is the damage a forced repair cut at, or nil.
+	// Corruption is the first damage Verify found, for a forced repair;
+	// nil when only a torn tail was cut.
 	Corruption error
 }
 
-// Repair cuts a torn tail, keeping the cut bytes in a side file next to the
-// segment (name.cut-OFFSET). With force it also cuts a log at mid-log
-// corruption: everything from the first bad byte on is moved into side
-// files, so Open then succeeds with every record before the damage. Without
-// force, corruption is returned as a *CorruptionError and nothing changes.
+// Cut is a byte range removed from a segment by Repair.
+type Cut struct {
+	Segment string
+	Offset  int64
+	Bytes   int64
+	// SideFile is the file, in the log directory, holding the bytes.
+	SideFile string
+}
+
+// CutBytes returns the total number of bytes cut.
+func (r *RepairReport) CutBytes() int64 {
+	var n int64
+	for _, c := range r.Cuts {
+		n += c.Bytes
+	}
+	return n
+}
+
+// Repair makes a damaged log readable to its end again.
+//
+// Without force it only cuts a torn tail (damage past the tail's durable
+// mark: writes no completed sync covered, which Open would cut anyway),
+// keeping the cut bytes in a side file next to the segment
+// (NAME.cut-OFFSET). Any other damage is returned as a *CorruptionError and
+// nothing changes.
+//
+// With force it repairs every damaged place and keeps every intact record.
+// It cuts only the damaged byte ranges: from the first byte that does not
+// decode (or decodes out of sequence) up to the next frame that decodes
+// with the right checksum and a plausible sequence number. It records the
+// sequence numbers lost there as a gap in the log (see GapError), so that
+// readers, Verify and Open see the loss instead of a hole. A missing
+// segment becomes a small segment holding only a gap; a damaged header or
+// footer that loses no record is rebuilt with no gap; trailing segments
+// with nothing to keep are moved aside whole. Each rewritten segment is
+// written to a temporary file, synced and renamed over the old one, after
+// its cut bytes were synced to their side files.
 //
 // Repair takes the log's lock before it looks: a log another Log or Repair
 // holds is refused with ErrInUse naming the holder, and a directory that is
@@ -90,73 +134,37 @@ func Repair(dir string, force bool, opts *Options) (*RepairReport, error) {
 		return nil, err
 	}
 	defer lock.Close()
+	if err := o.fsys.Remove(filepath.Join(dir, repairTmp)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("wal: repair: remove %s: %w", repairTmp, err)
+	}
 	rep, verr := Verify(dir, &o)
 	if rep == nil {
 		return nil, verr
 	}
 	out := &RepairReport{}
-	var cutSeg string
-	var cutAt int64
-	var nextSeq uint64
 	var ce *CorruptionError
 	switch {
 	case verr == nil && rep.Torn == nil:
 		return out, nil
 	case verr == nil:
-		cutSeg, cutAt, nextSeq = rep.Torn.Segment, rep.Torn.Offset, rep.NextSeq
+		// Only a torn tail: cut it, as Open would.
+		if err := cutSegment(&o, dir, rep.Torn.Segment, rep.Torn.Offset, rep.NextSeq, out); err != nil {
+			return out, err
+		}
+		return out, nil
 	case errors.As(verr, &ce):
 		if !force {
-			return nil, fmt.Errorf("%w (repair without force only cuts a torn tail; force cuts everything from here on)", verr)
+			return nil, fmt.Errorf("%w (repair without force only cuts a torn tail; force cuts the damaged ranges and records the records lost there as gaps)", verr)
 		}
-		cutSeg, cutAt, nextSeq = ce.Segment, ce.Offset, rep.NextSeq
 		out.Corruption = verr
+		return out, salvage(&o, dir, out)
 	default:
 		return nil, verr
 	}
-	out.Segment, out.Offset = cutSeg, cutAt
-
-	segs, _, _, err := listSegments(o.fsys, dir)
-	if err != nil {
-		return nil, err
-	}
-	after := false
-	for _, s := range segs {
-		if s.name == cutSeg {
-			after = true
-			if cutAt <= headerPage {
-				if err := moveAside(&o, dir, s.name); err != nil {
-					return out, err
-				}
-				out.RemovedSegments = append(out.RemovedSegments, s.name)
-				continue
-			}
-			if err := cutSegment(&o, dir, s.name, cutAt, nextSeq, out); err != nil {
-				return out, err
-			}
-			continue
-		}
-		if after {
-			if err := moveAside(&o, dir, s.name); err != nil {
-				return out, err
-			}
-			out.RemovedSegments = append(out.RemovedSegments, s.name)
-		}
-	}
-	if err := o.fsys.SyncDir(dir); err != nil {
-		return out, fmt.Errorf("wal: repair: %w", err)
-	}
-	return out, nil
 }
 
-func moveAside(o *Options, dir, name string) error {
-	if err := o.fsys.Rename(filepath.Join(dir, name), filepath.Join(dir, name+cutSuffix)); err != nil {
-		return fmt.Errorf("wal: repair: move %s aside: %w", name, err)
-	}
-	return nil
-}
-
-// cutSegment copies [at, end) of a segment into a side file, truncates the
-// segment at at and rewrites its durable mark to match.
+// cutSegment copies [at, end) of the tail segment into a side file,
+// truncates the segment at at and rewrites its durable mark to match.
 func cutSegment(o *Options, dir, name string, at int64, nextSeq uint64, out *RepairReport) error {
 	f, err := o.fsys.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
 	if err != nil {
@@ -172,11 +180,15 @@ func cutSegment(o *Options, dir, name string, at int64, nextSeq uint64, out *Rep
 		return fmt.Errorf("wal: repair: read %s: %w", name, err)
 	}
 	if end > at {
-		side, err := saveCut(o, dir, f, name, at, end)
+		b := make([]byte, end-at)
+		if _, err := f.ReadAt(b, at); err != nil {
+			return fmt.Errorf("wal: repair: read %s: %w", name, err)
+		}
+		side, err := saveCut(o, dir, name, at, b)
 		if err != nil {
 			return err
 		}
-		out.CutBytes, out.SideFile = end-at, side
+		out.Cuts = append(out.Cuts, Cut{Segment: name, Offset: at, Bytes: end - at, SideFile: side})
 	}
 	if err := f.Truncate(at); err != nil {
 		return fmt.Errorf("wal: repair: truncate %s: %w", name, err)
@@ -192,20 +204,33 @@ func cutSegment(o *Options, dir, name string, at int64, nextSeq uint64, out *Rep
 	return nil
 }
 
-// saveCut copies bytes [at, end) of segment f into a durable side file and
-// returns its name.
-func saveCut(o *Options, dir string, f vfs.File, name string, at, end int64) (string, error) {
+// saveCut writes b, cut from segment name at offset at, to a new durable
+// side file (NAME.cut-AT, or NAME.cut-AT-K if that exists) and returns its
+// name.
+func saveCut(o *Options, dir, name string, at int64, b []byte) (string, error) {
 	side := fmt.Sprintf("%s%s-%d", name, cutSuffix, at)
-	sf, err := o.fsys.OpenFile(filepath.Join(dir, side), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return "", fmt.Errorf("wal: repair: %w", err)
+	var sf vfs.File
+	for k := 2; ; k++ {
+		var err error
+		sf, err = o.fsys.OpenFile(filepath.Join(dir, side), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || k > 1000 {
+			return "", fmt.Errorf("wal: repair: create side file: %w", err)
+		}
+		side = fmt.Sprintf("%s%s-%d-%d", name, cutSuffix, at, k)
 	}
 	defer sf.Close()
-	if _, err := io.Copy(io.NewOffsetWriter(sf, 0), io.NewSectionReader(f, at, end-at)); err != nil {
+	if _, err := sf.WriteAt(b, 0); err != nil {
 		return "", fmt.Errorf("wal: repair: save cut bytes to %s: %w", side, err)
 	}
 	if err := sf.Sync(); err != nil {
-		return "", fmt.Errorf("wal: repair: %w", err)
+		return "", fmt.Errorf("wal: repair: save cut bytes to %s: %w", side, err)
+	}
+	// The side file's name is durable before the bytes leave the segment.
+	if err := o.fsys.SyncDir(dir); err != nil {
+		return "", fmt.Errorf("wal: repair: save cut bytes to %s: %w", side, err)
 	}
 	return side, nil
 }

@@ -144,15 +144,22 @@ func TestBadInputs(t *testing.T) {
 			setup: func(t *testing.T, d string) map[string]string {
 				copyDir(t, base, d)
 				rm(t, filepath.Join(d, baseSegs[3]))
-				return map[string]string{"NEXT": baseSegs[4], "KEPT": strconv.FormatUint(firstSeq(t, baseSegs[3])-1, 10)}
+				f, end := firstSeq(t, baseSegs[3]), firstSeq(t, baseSegs[4])
+				return map[string]string{
+					"NEXT": baseSegs[4], "MISSING": baseSegs[3],
+					"BEFORE": strconv.FormatUint(f-1, 10),
+					"GAP":    fmt.Sprintf("records %d..%d (%d records)", f, end-1, end-f),
+					"KEPT":   strconv.FormatUint(_fixRecords-(end-f), 10),
+				}
 			},
 			steps: []step{
 				stp(1, "verify {D}", "damaged", "segment {NEXT}, byte offset 0", "segment is missing"),
-				stp(1, "dump --count {D}", "stopped after seq {KEPT}", "segment is missing"),
+				stp(1, "dump --count {D}", "stopped after seq {BEFORE}", "segment is missing"),
 				stp(1, "repair {D}", "--force", "segment is missing"),
-				stp(0, "repair --force {D}", "repaired", "{NEXT}"),
-				stp(0, "verify --payloads {D}", "clean", "{KEPT} records"),
-				stp(0, "dump --count {D}", "{KEPT}\n"),
+				stp(0, "repair --force {D}", "repaired", "{NEXT}", "Recorded a gap: {GAP} lost", "Created 1 segment holding only the gap of a missing segment: {MISSING}"),
+				stp(0, "verify --payloads {D}", "consistent", "{KEPT} records (seqs 1..6000)", "1 recorded gap", "{GAP} at byte offset 4096 of segment {MISSING}", "payloads check out"),
+				stp(0, "dump --count {D}", "{KEPT}\n", "gap: {GAP} lost"),
+				stp(0, "repair --force {D}", "nothing to repair"),
 			},
 			reopen: true,
 		},
@@ -164,19 +171,22 @@ func TestBadInputs(t *testing.T) {
 				frameOff := int64(frame.FileHeaderSize + 5*_fixFrame)
 				flipByte(t, filepath.Join(d, baseSegs[2]), frameOff+frame.HeaderSize+30)
 				return map[string]string{
-					"SEG":  baseSegs[2],
-					"OFF":  strconv.FormatInt(frameOff, 10),
-					"KEPT": strconv.FormatUint(firstSeq(t, baseSegs[2])+4, 10),
+					"SEG":    baseSegs[2],
+					"OFF":    strconv.FormatInt(frameOff, 10),
+					"BEFORE": strconv.FormatUint(firstSeq(t, baseSegs[2])+4, 10),
+					"LOST":   strconv.FormatUint(firstSeq(t, baseSegs[2])+5, 10),
+					"FRAME":  strconv.Itoa(_fixFrame),
 				}
 			},
 			steps: []step{
 				stp(1, "verify {D}", "damaged", "segment {SEG}, byte offset {OFF}", "checksum mismatch"),
-				stp(1, "dump --count {D}", "stopped after seq {KEPT}", "{SEG}", "checksum mismatch"),
+				stp(1, "dump --count {D}", "stopped after seq {BEFORE}", "{SEG}", "checksum mismatch"),
 				stp(1, "repair {D}", "damaged in the middle of the log", "segment {SEG}, byte offset {OFF}", "repair --force {D}"),
 				stp(1, "verify {D}", "{SEG}"), // repair without --force changed nothing
-				stp(0, "repair --force {D}", "repaired", "from segment {SEG} at byte offset {OFF}", "{SEG}.cut"),
-				stp(0, "verify --payloads {D}", "clean", "{KEPT} records"),
-				stp(0, "dump --count {D}", "{KEPT}\n"),
+				stp(0, "repair --force {D}", "repaired", "Cut {FRAME} bytes from segment {SEG} at byte offset {OFF}; they are kept in {SEG}.cut-{OFF}",
+					"Recorded a gap: record {LOST} (1 record) lost"),
+				stp(0, "verify --payloads {D}", "consistent", "5999 records", "record {LOST} (1 record) at byte offset {OFF} of segment {SEG}", "payloads check out"),
+				stp(0, "dump --count {D}", "5999\n", "gap: record {LOST} (1 record)"),
 			},
 			reopen: true,
 		},
@@ -214,8 +224,8 @@ func TestBadInputs(t *testing.T) {
 				stp(1, "verify {D}", "damaged", "segment {SEG}, byte offset {OFF}", "durable"),
 				stp(1, "dump --count {D}", "stopped after seq {KEPT}"),
 				stp(1, "repair {D}", "--force"),
-				stp(0, "repair --force {D}", "repaired", "{SEG}"),
-				stp(0, "verify --payloads {D}", "clean", "{KEPT} records"),
+				stp(0, "repair --force {D}", "repaired", "{SEG}", "Recorded a gap: record 6000 (1 record) lost"),
+				stp(0, "verify --payloads {D}", "consistent", "{KEPT} records", "record 6000 (1 record)"),
 			},
 			reopen: true,
 		},
@@ -262,9 +272,14 @@ func TestBadInputs(t *testing.T) {
 }
 
 // checkReopen opens the log in dir, appends load payloads from a new writer,
-// closes it, and expects verify --payloads to pass.
+// closes it, and expects verify --payloads to pass with those 10 records
+// more (and the same recorded gaps).
 func checkReopen(t *testing.T, dir string) {
 	t.Helper()
+	before, err := wal.Verify(dir, nil)
+	if err != nil {
+		t.Fatalf("wal.Verify after repair: %v", err)
+	}
 	l, err := wal.Open(dir, nil)
 	if err != nil {
 		t.Fatalf("wal.Open after repair: %v", err)
@@ -286,7 +301,11 @@ func checkReopen(t *testing.T, dir string) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, cli(t, "verify", "--payloads", dir), exitOK, fmt.Sprintf("%d records", next+9))
+	want := []string{fmt.Sprintf("%d records", before.Records+10)}
+	if n := len(before.Gaps); n > 0 {
+		want = append(want, fmt.Sprintf("%d recorded gap", n))
+	}
+	expect(t, cli(t, "verify", "--payloads", dir), exitOK, want...)
 }
 
 // dataEnd returns the last segment of the log in dir and the file offset

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -36,7 +37,10 @@ lowercase hex; --hex prints every payload as hex, which is unambiguous.
 With --count, dump prints only the number of records from --from on.
 
 dump reads without locking and never changes the log. A torn tail (see
-"appendlog verify --help") ends the output with a note on stderr. Exit
+"appendlog verify --help") ends the output with a note on stderr. A gap
+that "appendlog repair --force" recorded (records lost to damage) is named
+by a line on stderr where it falls, and dump goes on after it; --count
+counts only the records present. Exit
 status 1 means the log could not be read to its end (the message says where
 it stopped), or that DIR is missing or not an appendlog log.`,
 		Example: `  appendlog dump /tmp/log | head
@@ -70,7 +74,20 @@ func runDump(stdout, stderr io.Writer, dir string, f *dumpFlags) (err error) {
 		last uint64
 		line []byte
 	)
-	for r.Next() {
+	for {
+		if !r.Next() {
+			var g *wal.GapError
+			if !errors.As(r.Err(), &g) {
+				break
+			}
+			// A recorded gap: say so, then read on after it.
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "appendlog dump: %s: gap: %s lost to damage and cut by \"appendlog repair --force\" (recorded at byte offset %d of segment %s)\n",
+				dir, g.Range(), g.Offset, g.Segment)
+			continue
+		}
 		n++
 		last = r.Seq()
 		if f.count {

@@ -22,7 +22,9 @@ anything.
 
 Exit status 0 means the log is clean, or its only damage is a torn tail:
 the partial last write of a crash, which opening the log (or
-"appendlog repair") cuts. Exit status 1 means damage anywhere else (the
+"appendlog repair") cuts. A log with recorded gaps (records lost to damage
+that "appendlog repair --force" cut, recording their sequence numbers) is
+consistent: verify names every gap and exits 0. Exit status 1 means damage anywhere else (the
 message names the segment, the byte offset and the kind of damage), or
 that DIR is missing, unreadable, or not an appendlog log (a directory with
 no segments and no LOCK file but other files; an empty directory is an
@@ -78,6 +80,9 @@ func runVerify(stdout, stderr io.Writer, dir string, payloads bool) error {
 		recs = fmt.Sprintf("%d records (seqs %d..%d)", rep.Records, rep.FirstSeq, rep.NextSeq-1)
 	}
 	status := "clean"
+	if len(rep.Gaps) > 0 {
+		status = "consistent"
+	}
 	torn := ""
 	if t := rep.Torn; t != nil {
 		status = "intact up to a torn tail"
@@ -85,9 +90,25 @@ func runVerify(stdout, stderr io.Writer, dir string, payloads bool) error {
 			" the partial last write of a crash and never acknowledged as durable;"+
 			" opening the log or running \"appendlog repair\" cuts it.", t.Bytes, t.Offset, t.Segment)
 	}
-	fmt.Fprintf(stdout, "%s: %s: %d %s, %s, %d bytes.%s%s\n",
-		dir, status, rep.Segments, plural(rep.Segments, "segment", "segments"), recs, rep.Bytes, torn, check)
+	fmt.Fprintf(stdout, "%s: %s: %d %s, %s, %d bytes.%s%s%s\n",
+		dir, status, rep.Segments, plural(rep.Segments, "segment", "segments"), recs, rep.Bytes, describeGaps(rep.Gaps), torn, check)
 	return nil
+}
+
+// describeGaps is a sentence naming every recorded gap, or "".
+func describeGaps(gaps []wal.GapError) string {
+	if len(gaps) == 0 {
+		return ""
+	}
+	s := fmt.Sprintf(" It has %d recorded %s, records lost to damage and cut by \"appendlog repair --force\" (the cut bytes are in side files):",
+		len(gaps), plural(len(gaps), "gap", "gaps"))
+	for i, g := range gaps {
+		if i > 0 {
+			s += ";"
+		}
+		s += fmt.Sprintf(" %s at byte offset %d of segment %s", g.Range(), g.Offset, g.Segment)
+	}
+	return s + "."
 }
 
 // checkPayloads reads every record of a verified log and checks it with
@@ -101,11 +122,35 @@ func checkPayloads(dir string, rep *wal.VerifyReport) (string, error) {
 	order := payloadOrder{restarts: true}
 	var n uint64
 	want := rep.FirstSeq
-	for want < rep.NextSeq && r.Next() {
+	// After a recorded gap, each writer's counter may jump forward over the
+	// records lost in it.
+	jumped := map[uint32]bool{}
+	gapSeen := false
+	for want < rep.NextSeq {
+		if !r.Next() {
+			var g *wal.GapError
+			if !errors.As(r.Err(), &g) || g.First != want {
+				break
+			}
+			want, gapSeen = g.End, true
+			clear(jumped)
+			for w := range order.next {
+				jumped[w] = true
+			}
+			continue
+		}
 		if r.Seq() != want {
 			return "", fmt.Errorf("%s: record seq %d where seq %d was expected", dir, r.Seq(), want)
 		}
 		w, c, err := CheckPayload(r.Record())
+		if _, seen := order.next[w]; err == nil && (jumped[w] || gapSeen && !seen) {
+			// A writer's first record after a gap, or a writer first seen
+			// after one (its first records may be in the gap).
+			delete(jumped, w)
+			if c >= order.next[w] {
+				order.next[w] = c
+			}
+		}
 		if err == nil {
 			err = order.observe(w, c)
 		}
@@ -121,7 +166,11 @@ func checkPayloads(dir string, rep *wal.VerifyReport) (string, error) {
 		}
 		return "", fmt.Errorf("%s: reader stopped at seq %d, verify counted records up to seq %d", dir, want, rep.NextSeq-1)
 	}
-	s := fmt.Sprintf("All %d payloads check out: %d %s, counters in order with no gaps", n, order.writers(), plural(order.writers(), "writer", "writers"))
+	inOrder := "counters in order with no gaps"
+	if gapSeen {
+		inOrder = "counters in order, jumping only over the recorded gaps"
+	}
+	s := fmt.Sprintf("All %d payloads check out: %d %s, %s", n, order.writers(), plural(order.writers(), "writer", "writers"), inOrder)
 	if order.restarted > 0 {
 		s += fmt.Sprintf(" (%d counter restarts: load ran more than once)", order.restarted)
 	}
