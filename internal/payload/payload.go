@@ -1,0 +1,149 @@
+package payload
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+)
+
+// These constants are part of the record format and must not change.
+const (
+	// MinSize is the smallest record that carries a head and a check.
+	MinSize = _headSize + _tailSize
+	// MaxWriters is the number of writer ids: 4 hex digits.
+	MaxWriters = 1 << 16
+	// MaxCounter is the largest counter: 12 hex digits.
+	MaxCounter = 1<<48 - 1
+
+	_headSize = 18 // "wwww cccccccccccc "
+	_tailSize = 9  // "ssssssss\n"
+	_lenMix   = 0x9e3779b97f4a7c15
+	_alphabet = "ghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ."
+	_period   = len(_alphabet)
+	_chunk    = 4096
+)
+
+// _fill holds fill(i) for i in [0, _period+_chunk): the filler of record
+// bytes [i, i+k) is _fill[i%_period:][:k] for k ≤ _chunk.
+var _fill = func() (b [_period + _chunk]byte) {
+	for i := range b {
+		b[i] = _alphabet[i%_period]
+	}
+	return b
+}()
+
+// Encode writes the whole record of counter c of writer w into p, which
+// must be at least MinSize bytes: the record is len(p) bytes. It does not
+// allocate. After Encode, Stamp rewrites p for another counter of w.
+func Encode(p []byte, w int, c uint64) error {
+	if err := checkArgs(len(p), w, c); err != nil {
+		return err
+	}
+	n := len(p)
+	p[4] = ' '
+	p[17] = ' '
+	for i := _headSize; i < n-10; {
+		k := copy(p[i:n-10], _fill[i%_period:])
+		i += k
+	}
+	p[n-10] = ' '
+	p[n-1] = '\n'
+	stamp(p, uint32(w), c)
+	return nil
+}
+
+// Stamp rewrites the head and check of p for counter c of writer w: the
+// filler does not depend on either, so p is then the record Encode would
+// write. It does O(1) work and does not allocate.
+// REQUIRES: p holds a record Encode wrote (any writer, any counter), of
+// len(p) bytes.
+func Stamp(p []byte, w int, c uint64) error {
+	if len(p) < MinSize || uint(w) >= MaxWriters || c > MaxCounter {
+		return checkArgs(len(p), w, c)
+	}
+	stamp(p, uint32(w), c)
+	return nil
+}
+
+// Append appends the n-byte record of counter c of writer w to dst.
+func Append(dst []byte, w int, c uint64, n int) ([]byte, error) {
+	if err := checkArgs(n, w, c); err != nil {
+		return dst, err
+	}
+	dst = grow(dst, n)
+	return dst, Encode(dst[len(dst)-n:], w, c)
+}
+
+func grow(dst []byte, n int) []byte {
+	if cap(dst)-len(dst) < n {
+		dst = append(dst[:cap(dst)], make([]byte, n)...)[:len(dst)]
+	}
+	return dst[:len(dst)+n]
+}
+
+func checkArgs(n, w int, c uint64) error {
+	switch {
+	case n < MinSize:
+		return fmt.Errorf("%w: %d bytes", ErrSize, n)
+	case w < 0 || w >= MaxWriters:
+		return fmt.Errorf("%w: %d", ErrWriter, w)
+	case c > MaxCounter:
+		return fmt.Errorf("%w: %d", ErrCounter, c)
+	}
+	return nil
+}
+
+func stamp(p []byte, w uint32, c uint64) {
+	n := len(p)
+	// The writer's 4 digits and the counter's top 4 in one conversion.
+	wc := hex8(w<<16 | uint32(c>>32))
+	binary.LittleEndian.PutUint32(p[0:4], uint32(wc))
+	binary.LittleEndian.PutUint32(p[5:9], uint32(wc>>32))
+	binary.LittleEndian.PutUint64(p[9:17], hex8(uint32(c)))
+	binary.LittleEndian.PutUint64(p[n-9:n-1], hex8(check(w, c, n)))
+}
+
+// check is the check of the n-byte record of counter c of writer w: the
+// splitmix64 finalizer of (w<<48 | c) XOR n×_lenMix, folded to 32 bits.
+func check(w uint32, c uint64, n int) uint32 {
+	z := uint64(w)<<48 | c
+	z ^= uint64(n) * _lenMix
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return uint32(z>>32) ^ uint32(z)
+}
+
+// hex8 returns v as 8 lowercase hex digits, most significant first, in the
+// order a little-endian store writes them.
+func hex8(v uint32) uint64 {
+	x := uint64(v)
+	x = (x | x<<16) & 0x0000ffff0000ffff
+	x = (x | x<<8) & 0x00ff00ff00ff00ff
+	x = (x | x<<4) & 0x0f0f0f0f0f0f0f0f // byte k holds nibble k
+	x = bits.ReverseBytes64(x)
+	ge10 := ((x + 0x0606060606060606) >> 4) & 0x0101010101010101
+	return x + 0x3030303030303030 + ge10*('a'-'0'-10)
+}
+
+// unhex8 parses 8 lowercase hex digits. ok is false unless b is exactly
+// hex8's rendering of v.
+func unhex8(b []byte) (v uint32, ok bool) {
+	raw := binary.LittleEndian.Uint64(b)
+	x := bits.ReverseBytes64(raw) // first digit in the top byte
+	// A digit's value is its low nibble, plus 9 for 'a'..'f' (bit 6 set).
+	x = (x & 0x0f0f0f0f0f0f0f0f) + ((x>>6)&0x0101010101010101)*9
+	x = (x | x>>4) & 0x00ff00ff00ff00ff // two digits a byte
+	x = (x | x>>8) & 0x0000ffff0000ffff // four digits a half
+	v = uint32(x | x>>16)
+	return v, hex8(v) == raw
+}
+
+// unhex4 parses 4 lowercase hex digits as unhex8 does.
+func unhex4(b []byte) (v uint32, ok bool) {
+	raw := binary.LittleEndian.Uint32(b)
+	var w [8]byte
+	binary.LittleEndian.PutUint32(w[0:4], 0x30303030)
+	binary.LittleEndian.PutUint32(w[4:8], raw)
+	return unhex8(w[:])
+}
