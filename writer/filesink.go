@@ -1,7 +1,9 @@
 package writer
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -46,7 +48,7 @@ func (s *fileSink) Write(pos uint64, a, b []byte) error {
 		s.iov[0], s.iov[1] = nil, nil // do not keep the ring reachable from here
 	}
 	if err != nil {
-		return fmt.Errorf("writer: write %s at offset %d: %w", s.f.Name(), s.off, err)
+		return fmt.Errorf("writer: at offset %d: %w", s.off, namePath("write", s.f.Name(), err))
 	}
 	s.off += int64(len(a) + len(b))
 	return nil
@@ -54,7 +56,7 @@ func (s *fileSink) Write(pos uint64, a, b []byte) error {
 
 func (s *fileSink) Sync() error {
 	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("writer: fdatasync %s: %w", s.f.Name(), err)
+		return fmt.Errorf("writer: %w", namePath("fdatasync", s.f.Name(), err))
 	}
 	return nil
 }
@@ -64,4 +66,15 @@ func (s *fileSink) close() error {
 		return fmt.Errorf("writer: %w", err)
 	}
 	return nil
+}
+
+// namePath returns err, which op on the file name returned, as a
+// *fs.PathError naming the operation and the file: as it is if it is one
+// already, so that messages name the file once.
+func namePath(op, name string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return &fs.PathError{Op: op, Path: name, Err: err}
 }

@@ -71,7 +71,7 @@ func (l *fileLock) Close() error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("writer: unlock %s: %w", l.f.Name(), err)
+		return fmt.Errorf("writer: unlock: %w", err) // err names the file
 	}
 	return nil
 }

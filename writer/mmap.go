@@ -141,7 +141,7 @@ func (m *Mmap) mapLocked() error {
 	}
 	off := m.mu.off - m.mu.off%m.chunk
 	if err := sys.Fallocate(m.f, off, m.chunk); err != nil {
-		return fmt.Errorf("writer: grow %s: %w", m.f.Name(), err)
+		return fmt.Errorf("writer: grow: %w", err) // err names the file
 	}
 	win, err := sys.Mmap(m.f, off, int(m.chunk), true)
 	if err != nil {

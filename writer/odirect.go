@@ -158,7 +158,7 @@ func (s *directSink) pwritev(off int64) error {
 	clear(s.iov) // do not keep ring slices past the call
 	s.iov = s.iov[:0]
 	if err != nil {
-		return fmt.Errorf("writer: write %s at offset %d: %w", s.f.Name(), off, err)
+		return fmt.Errorf("writer: at offset %d: %w", off, namePath("pwritev", s.f.Name(), err))
 	}
 	return nil
 }

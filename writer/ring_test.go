@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -296,7 +297,7 @@ func faultyFS(inj vfs.Injector) *RingOptions {
 
 // TestFsyncErrorSticky: an fdatasync error fails the Ring for good.
 func TestFsyncErrorSticky(t *testing.T) {
-	r, _ := openRingFile(t, faultyFS(vfs.FailAfter(vfs.OpSync, 1, syscall.EIO)))
+	r, path := openRingFile(t, faultyFS(vfs.FailAfter(vfs.OpSync, 1, syscall.EIO)))
 	if _, err := r.Write([]byte("a record\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -307,6 +308,7 @@ func TestFsyncErrorSticky(t *testing.T) {
 	if !errors.Is(err, syscall.EIO) {
 		t.Fatalf("sync = %v, want EIO", err)
 	}
+	checkNamesOnce(t, err, path)
 	if _, err := r.Write([]byte("later\n")); !errors.Is(err, syscall.EIO) {
 		t.Errorf("write after failed sync = %v, want EIO", err)
 	}
@@ -336,8 +338,13 @@ func TestFileWriteErrorSticky(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustWrite(t, r, []byte("does not fit\n")) // buffered; the flush fails
-	if err := r.Flush(context.Background()); !errors.Is(err, syscall.ENOSPC) {
+	err := r.Flush(context.Background())
+	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("flush = %v, want ENOSPC", err)
+	}
+	checkNamesOnce(t, err, path)
+	if !strings.Contains(err.Error(), "offset 100") {
+		t.Errorf("error %q does not name the offset", err)
 	}
 	if _, err := r.Write([]byte("x")); !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("write = %v, want ENOSPC", err)
@@ -796,5 +803,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("no %s after 10s", what)
 		}
 		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// checkNamesOnce checks that err's message names the file at path exactly
+// once.
+func checkNamesOnce(t *testing.T, err error, path string) {
+	t.Helper()
+	if n := strings.Count(err.Error(), path); n != 1 {
+		t.Errorf("error %q names %s %d times, want once", err, path, n)
 	}
 }
