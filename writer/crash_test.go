@@ -455,5 +455,13 @@ func TestOpenSyncsTheDirectory(t *testing.T) {
 			}
 			t.Errorf("%s: open with a failing directory sync: %v", name, err)
 		}
+		// The failed open released its lock on the file.
+		w, err = open(filepath.Join(dir, name+"-2.log"), recordSyncDir(&synced))
+		if err != nil {
+			t.Fatalf("%s: open after a failed open: %v", name, err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
