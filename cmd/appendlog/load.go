@@ -126,7 +126,9 @@ MiB = 2^20 bytes.
 Output: a progress bar on stderr when stderr is a terminal; with --acks a
 line "durable <seq>" on stdout each time the durable sequence number
 advances (polled every 2ms) and once more at the end; a summary on stderr;
-with --json a JSON object as the last line of stdout.`,
+with --json a JSON object as the last line of stdout, also after a run
+stopped early (then with "error", and written_records and durable_records
+below records).`,
 		Example: `  appendlog load --records 1000000 --writers 8 --sync batch
   appendlog load --dir /tmp/log --records 100000 --size 512 --sync always --acks --json`,
 		Args: cobra.NoArgs,

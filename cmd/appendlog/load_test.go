@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/appendlog/appendlog/internal/sys"
 	"github.com/appendlog/appendlog/wal"
@@ -170,7 +172,11 @@ func TestLoadInterrupted(t *testing.T) {
 		t.Skip("no SIGINT on Windows")
 	}
 	dir := filepath.Join(t.TempDir(), "log")
-	cmd := exec.Command(cliPath, "load", "--dir", dir, "--records", "100000000", "--size", "64", "--sync", "interval", "--sync-every", "5ms", "--acks", "--json")
+	// Killed after two minutes, so that a load that ignores SIGINT stops
+	// well before it has written its 1.6 GB.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cliPath, "load", "--dir", dir, "--records", "20000000", "--size", "64", "--sync", "interval", "--sync-every", "5ms", "--acks", "--json")
 	cmd.Env = cliEnv()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
