@@ -134,7 +134,7 @@ func TestLoadDiskFull(t *testing.T) {
 	}
 
 	r = cli(t, append(args, "--force")...)
-	expect(t, r, exitFailure, "no space left on device", "stopped early", "records appended", "written (handed to the OS)", "durable", "appendlog verify "+dir)
+	expect(t, r, exitFailure, "need 11.1 MiB", "running anyway (--force)", "no space left on device", "stopped early", "records appended", "written (handed to the OS)", "durable", "appendlog verify "+dir)
 	rep := parseLoadReport(t, r)
 	t.Logf("appended %d, written %d, durable %d (seq %d)", rep.Records, rep.WrittenRecords, rep.DurableRecords, rep.DurableSeq)
 	switch {
