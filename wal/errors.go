@@ -37,8 +37,8 @@ var (
 )
 
 // NotLogError reports a directory that is not an appendlog log: it has no
-// segment and no LOCK file, but other files. errors.Is(err, ErrNotLog)
-// matches it.
+// segment and no LOCK file that appendlog wrote, but other files.
+// errors.Is(err, ErrNotLog) matches it.
 type NotLogError struct {
 	Dir string
 	// Count is the number of other files; Names lists the first few.
@@ -47,7 +47,7 @@ type NotLogError struct {
 }
 
 func (e *NotLogError) Error() string {
-	return fmt.Sprintf("wal: not an appendlog log: %s has no segments and no LOCK file but %s", e.Dir, e.Files())
+	return fmt.Sprintf("wal: not an appendlog log: %s has no segments and no appendlog LOCK file but %s", e.Dir, e.Files())
 }
 
 // Files describes the foreign files, e.g. `3 other files (a, b, c)`.

@@ -94,7 +94,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	if _, _, err := openDir(fsys, dir, "open"); err != nil {
 		return nil, err
 	}
-	lock, err := lockLog(fsys, dir, "open", fmt.Sprintf("pid %d", os.Getpid()))
+	lock, err := lockLog(fsys, dir, "open", fmt.Sprintf("%s%d", _holderPrefix, os.Getpid()))
 	if err != nil {
 		return nil, err
 	}

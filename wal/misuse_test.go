@@ -244,3 +244,45 @@ func TestOpenErrorsNameTheCause(t *testing.T) {
 		})
 	}
 }
+
+// TestForeignDirWithLockFile: other programs keep a file named LOCK too (a
+// LevelDB directory: LOCK, CURRENT, MANIFEST-000001). Without a segment,
+// a LOCK file appendlog did not write does not make a directory a log; one
+// it wrote does (an empty log that was opened and closed).
+func TestForeignDirWithLockFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"LOCK", "CURRENT", "MANIFEST-000001"} {
+		writeTestFile(t, filepath.Join(dir, n), nil)
+	}
+	for name, call := range map[string]func() error{
+		"Open": func() error {
+			l, err := Open(dir, nil)
+			if err == nil {
+				l.Close()
+			}
+			return err
+		},
+		"OpenReader": func() error { _, err := OpenReader(dir, 0, nil); return err },
+		"Verify":     func() error { _, err := Verify(dir, nil); return err },
+		"Repair":     func() error { _, err := Repair(dir, true, nil); return err },
+	} {
+		if err := call(); !errors.Is(err, ErrNotLog) || !strings.Contains(err.Error(), "2 other files") {
+			t.Errorf("%s of a directory with a foreign LOCK file: %v, want ErrNotLog", name, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "LOCK")); err != nil || len(b) != 0 {
+		t.Fatalf("the foreign LOCK file was changed: %q %v", b, err)
+	}
+
+	// An empty log that Repair locked (LOCK is its only file), then given a
+	// foreign file: still a log.
+	log := t.TempDir()
+	_, err := Repair(log, false, nil)
+	noErr(t, err)
+	writeTestFile(t, filepath.Join(log, "notes.txt"), []byte("hi"))
+	if names, err := os.ReadDir(log); err != nil || len(names) != 2 {
+		t.Fatalf("files %v %v, want LOCK and notes.txt", names, err)
+	}
+	l := mustOpen(t, log, nil)
+	noErr(t, l.Close())
+}

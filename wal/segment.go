@@ -84,11 +84,37 @@ func openDir(fsys vfs.FS, dir, op string) ([]segInfo, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if !own && len(foreign) > 0 {
+	if len(foreign) > 0 && (!own || len(segs) == 0 && !ourLock(fsys, dir)) {
 		return nil, nil, &NotLogError{Dir: dir, Count: len(foreign), Names: foreign[:min(len(foreign), _notLogNames)]}
 	}
 	return segs, foreign, nil
 }
+
+// ourLock reports whether dir holds a repair side file or spare segment, or
+// a LOCK file that a Log or Repair wrote its holder into: other programs
+// (LevelDB, RocksDB) keep a file named LOCK in their directories too.
+func ourLock(fsys vfs.FS, dir string) bool {
+	names, err := fsys.List(dir)
+	if err != nil {
+		return false
+	}
+	for _, n := range names {
+		if n == spareName || n == repairTmp || strings.Contains(n, cutSuffix) {
+			return true
+		}
+	}
+	f, err := fsys.OpenFile(filepath.Join(dir, lockName), os.O_RDONLY, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, len(_holderPrefix))
+	n, _ := f.ReadAt(b, 0) // a short or failed read is not our holder text
+	return string(b[:n]) == _holderPrefix
+}
+
+// _holderPrefix starts the holder text Open and Repair write into LOCK.
+const _holderPrefix = "pid "
 
 // lockLog takes the log's lock for holder. A lock held by someone else is
 // ErrInUse naming the holder; any other failure (a read-only file system,

@@ -129,7 +129,7 @@ func Repair(dir string, force bool, opts *Options) (*RepairReport, error) {
 	if _, _, err := openDir(o.fsys, dir, "repair"); err != nil {
 		return nil, err
 	}
-	lock, err := lockLog(o.fsys, dir, "repair", fmt.Sprintf("pid %d (repair)", os.Getpid()))
+	lock, err := lockLog(o.fsys, dir, "repair", fmt.Sprintf("%s%d (repair)", _holderPrefix, os.Getpid()))
 	if err != nil {
 		return nil, err
 	}

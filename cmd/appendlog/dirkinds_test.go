@@ -34,7 +34,7 @@ func smallLog(t *testing.T, dir string, n int) {
 // directory: the exit status and message must name what it is. (stat has
 // the same rules once it exists.)
 func TestDirectoryKinds(t *testing.T) {
-	const notLog = "{D}: not an appendlog log: no segments and no LOCK file, but 3 other files (fstab, hosts, passwd)"
+	const notLog = "{D}: not an appendlog log: no segments and no appendlog LOCK file, but 3 other files (fstab, hosts, passwd)"
 	for _, tc := range []struct {
 		name  string
 		setup func(t *testing.T, d string)

@@ -187,7 +187,7 @@ func describeVerifyError(dir string, err error) error {
 	case errors.As(err, &ce):
 		return fmt.Errorf("%s: damaged: %s", dir, describeCorruption(ce))
 	case errors.As(err, &nl):
-		return fmt.Errorf("%s: not an appendlog log: no segments and no LOCK file, but %s", dir, nl.Files())
+		return fmt.Errorf("%s: not an appendlog log: no segments and no appendlog LOCK file, but %s", dir, nl.Files())
 	case errors.Is(err, wal.ErrInUse):
 		return fmt.Errorf("%s: %s", dir, strings.TrimPrefix(err.Error(), "wal: "))
 	}
