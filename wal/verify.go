@@ -115,7 +115,8 @@ func (r *RepairReport) CutBytes() int64 {
 // footer that loses no record is rebuilt with no gap; trailing segments
 // with nothing to keep are moved aside whole. Each rewritten segment is
 // written to a temporary file, synced and renamed over the old one, after
-// its cut bytes were synced to their side files.
+// its cut bytes were synced to their side files. A forced repair reads the
+// whole log, holding one segment at a time in memory.
 //
 // Repair takes the log's lock before it looks: a log another Log or Repair
 // holds is refused with ErrInUse naming the holder, and a directory that is
