@@ -2,6 +2,7 @@ package writer
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -9,7 +10,8 @@ import (
 
 // TestBlockTimeoutWaits: with BlockTimeout, a Write on a full ring waits
 // the timeout before it drops the record, both alone and when it carries a
-// drop marker (Ring.claim serves both); the marker then reports both drops.
+// drop marker (both take the one claim in Ring.Write); the marker then
+// reports both drops.
 func TestBlockTimeoutWaits(t *testing.T) {
 	const (
 		size    = 64 << 10
@@ -66,5 +68,47 @@ func TestBlockTimeoutWaits(t *testing.T) {
 	}
 	if got := g.bytes(); !bytes.Equal(got, want.Bytes()) {
 		t.Errorf("output: %d bytes, want %d; first difference at %d", len(got), want.Len(), firstDiff(got, want.Bytes()))
+	}
+}
+
+// TestMarkerWaitsForRoom: a record as large as the ring takes leaves no
+// room for a pending drop marker in its claim; it is written alone, and the
+// marker goes ahead of the next record.
+func TestMarkerWaitsForRoom(t *testing.T) {
+	const size, recLen = 64 << 10, 1000
+	g := &gateWriter{open: make(chan struct{})}
+	r, err := NewRing(g, &RingOptions{Size: size, Full: Drop, DropMarkers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func(i int) []byte { return fmt.Appendf(nil, "%0*d\n", recLen-1, i) }
+	var want bytes.Buffer
+	for i := range size/recLen + 1 { // the last one does not fit: dropped
+		mustWrite(t, r, rec(i))
+		if i < size/recLen {
+			want.Write(rec(i))
+		}
+	}
+	if d := r.Stats().DroppedRecords; d != 1 {
+		t.Fatalf("%d records dropped, want 1", d)
+	}
+	close(g.open)
+	if err := r.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("b"), r.MaxRecord())
+	big[len(big)-1] = '\n'
+	mustWrite(t, r, big)
+	mustWrite(t, r, []byte("small\n"))
+	want.Write(big)
+	want.WriteString("appendlog: 1 records dropped\nsmall\n")
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.bytes(); !bytes.Equal(got, want.Bytes()) {
+		t.Errorf("output: %d bytes, want %d; first difference at %d", len(got), want.Len(), firstDiff(got, want.Bytes()))
+	}
+	if s := r.Stats(); s.Markers != 1 || s.WrittenRecords != size/recLen+2 {
+		t.Errorf("stats: %d markers, %d records written; want 1, %d", s.Markers, s.WrittenRecords, size/recLen+2)
 	}
 }

@@ -371,47 +371,55 @@ func newRing(s ringSink, o RingOptions, giveUp chan struct{}) (*Ring, error) {
 // policy (or a BlockTimeout). It returns ErrClosed after Close, ErrTooLarge
 // for a record the ring cannot hold, and the sticky error after a sink
 // failure. An empty p is not a record: Write returns 0 and writes nothing.
+//
+// With DropMarkers, the record that follows drops carries the marker line
+// in the same claim, ahead of it, so the marker lands where writing
+// resumed. Every record, marked or not, takes the one claim below.
 func (r *Ring) Write(p []byte) (int, error) {
 	n := len(p)
 	if n == 0 {
 		return 0, r.state()
 	}
+	var (
+		k    uint64 // drops reported by a marker ahead of p; 0: no marker
+		mlen int    // the marker's length
+	)
 	if r.markers && r.pending.Load() != 0 {
-		return r.writeMarked(p)
+		k, mlen = r.takePending(n)
 	}
-	c, ok, err := r.claim(n)
+	// The claim, under the full policy: Block waits for space as long as
+	// it takes; Drop does not wait; Block with a BlockTimeout tries first,
+	// then waits until the timeout (reading the clock only when the ring
+	// is full).
+	var (
+		c   engine.Claim
+		ok  bool
+		err error
+	)
+	if r.drop || r.timeout > 0 {
+		c, ok, err = r.e.TryClaim(mlen+n, 1)
+		if !ok && err == nil && !r.drop {
+			c, ok, err = r.e.ClaimBy(mlen+n, 1, time.Now().Add(r.timeout))
+		}
+	} else {
+		c, err = r.e.Claim(mlen+n, 1)
+		ok = err == nil
+	}
 	if !ok {
-		return r.notStored(n, err)
+		if k != 0 {
+			r.pending.Add(k) // still to be reported
+		}
+		if err != nil {
+			return 0, mapErr(err)
+		}
+		r.countDrop(n)
+		return n, nil
 	}
-	r.e.Put(c, 0, p)
+	if k != 0 {
+		r.putMarker(c, k, mlen)
+	}
+	r.e.Put(c, mlen, p)
 	r.e.Commit(c)
-	return n, nil
-}
-
-// claim reserves n bytes for one record under the Ring's full policy:
-// Block waits for space as long as it takes; Drop does not wait; Block
-// with a BlockTimeout tries first, then waits until the timeout (reading
-// the clock only when the ring is full). ok is false, with a nil error,
-// when the record is to be dropped.
-func (r *Ring) claim(n int) (c engine.Claim, ok bool, err error) {
-	if !r.drop && r.timeout == 0 {
-		c, err = r.e.Claim(n, 1)
-		return c, err == nil, err
-	}
-	c, ok, err = r.e.TryClaim(n, 1)
-	if !ok && err == nil && !r.drop {
-		c, ok, err = r.e.ClaimBy(n, 1, time.Now().Add(r.timeout))
-	}
-	return c, ok, err
-}
-
-// notStored returns Write's result for a record of n bytes that claim did
-// not store: the claim's error, or a counted drop.
-func (r *Ring) notStored(n int, err error) (int, error) {
-	if err != nil {
-		return 0, mapErr(err)
-	}
-	r.countDrop(n)
 	return n, nil
 }
 
@@ -453,36 +461,33 @@ func appendMarker(b []byte, k uint64) []byte {
 	return append(b, " records dropped\n"...)
 }
 
-// writeMarked writes p preceded by a marker for the pending drops, in one
-// claim, so the marker lands where writing resumed.
-func (r *Ring) writeMarked(p []byte) (int, error) {
-	k := r.pending.Swap(0)
+// takePending takes the report of the pending drops for a record of n
+// bytes and returns their number k and the length of their marker line.
+// It returns k == 0 if another producer took the report first, or if the
+// record leaves no room for the marker in one claim; the count then stays
+// pending.
+func (r *Ring) takePending(n int) (k uint64, mlen int) {
+	k = r.pending.Swap(0)
+	if k == 0 {
+		return 0, 0
+	}
+	var buf [_markerMax]byte
+	mlen = len(appendMarker(buf[:0], k))
+	if n+mlen > r.e.MaxClaim() {
+		r.pending.Add(k)
+		return 0, 0
+	}
+	return k, mlen
+}
+
+// putMarker copies the marker for k drops, mlen bytes, to the front of c
+// and counts it.
+func (r *Ring) putMarker(c engine.Claim, k uint64, mlen int) {
 	var buf [_markerMax]byte
 	m := appendMarker(buf[:0], k)
-	n := len(p) + len(m)
-	if k == 0 || n > r.e.MaxClaim() {
-		// Another producer took the report, or the record leaves no room
-		// for it: write the record alone and keep the count pending.
-		if k != 0 {
-			r.pending.Add(k)
-		}
-		m, n = m[:0], len(p)
-	}
-	c, ok, err := r.claim(n)
-	if !ok {
-		if len(m) > 0 {
-			r.pending.Add(k)
-		}
-		return r.notStored(len(p), err)
-	}
-	if len(m) > 0 {
-		r.e.Put(c, 0, m)
-		r.markersN.Add(1)
-		r.markerBytes.Add(uint64(len(m)))
-	}
-	r.e.Put(c, len(m), p)
-	r.e.Commit(c)
-	return len(p), nil
+	r.e.Put(c, 0, m[:mlen])
+	r.markersN.Add(1)
+	r.markerBytes.Add(uint64(mlen))
 }
 
 // state returns the error a call would get now: the sticky error, ErrClosed
