@@ -55,22 +55,26 @@
 //
 // # Records
 //
-// All records of a case have the same size. Records of 16 bytes or more are
-// self-describing (little-endian):
+// All records of a case have the same size. Records of MinFramedSize (27)
+// bytes or more are package internal/payload's verifiable records, one
+// printable line each:
 //
-//	+--------+------------+--------------+------- ... -------+-------------+
-//	| writer | counter    | CRC-32C of   | filler: a fixed   | ^counter    |
-//	| u16    | u32        | bytes [0,6)  | pattern of writer | u32         |
-//	+--------+------------+--------------+------- ... -------+-------------+
-//	0        2            6              10                  size-4        size
+//	+--------+---+-------------+---+------- ... -------+---+----------+----+
+//	| writer | ␠ | counter     | ␠ | filler            | ␠ | check    | \n |
+//	| 4 hex  |   | 12 hex      |   | fixed by position |   | 8 hex    |    |
+//	+--------+---+-------------+---+------- ... -------+---+----------+----+
+//	0        4   5             17  18                 n-10 n-9        n-1  n
 //
-// The verifier checks, for every record: the header checksum, a writer id
-// below the number of writers, every filler byte against the pattern, and
-// the trailer against the counter (a record spliced from two records is
-// torn); per writer, counters 0, 1, 2, ... in file order with none missing,
-// repeated or out of order; and the total count and the file length.
+// Every byte is fixed by (writer, counter, size), and the check is a hash of
+// the three, so the verifier checks every byte of every record: a writer id
+// below the number of writers, every filler byte, the check (a damaged head
+// or a record spliced from two fails it) and the final newline; per writer,
+// counters 0, 1, 2, ... in file order with none missing, repeated or out of
+// order; and the total count and the file length. A writer goroutine
+// encodes its record once and then rewrites only the counter and check
+// (payload.Stamp), so the cost per record does not grow with its size.
 //
-// Records of 1 to 15 bytes cannot hold that header. Each of their bytes is
+// Records of 1 to 26 bytes cannot hold that head. Each of their bytes is
 // one tag, 1 + w*m + c mod m, for writer w and counter c, where m =
 // 255 / writers (so 0 never occurs: zero-filled holes and padding are caught).
 // The verifier checks: the file length; every byte of a record is the same

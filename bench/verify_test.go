@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appendlog/appendlog/internal/payload"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -79,12 +80,12 @@ func TestVerifierCatchesDamage(t *testing.T) {
 			s2, _ := rec(at, 1, 11)
 			copy(b[s+size/2:e], b[s2+size/2:s2+size])
 			return b
-		}, Torn, 1},
+		}, Checksum, 1},
 		{"torn filler", func(b []byte, at [][]int) []byte {
 			s, _ := rec(at, 2, 7)
 			b[s+20] ^= 0xff
 			return b
-		}, Torn, 1},
+		}, Filler, 1},
 		{"missing record", func(b []byte, at [][]int) []byte {
 			s, e := rec(at, 0, 20)
 			return slices.Delete(b, s, e)
@@ -157,8 +158,8 @@ func TestVerifierCatchesDamage(t *testing.T) {
 	}
 }
 
-// TestVerifierSmallRecords does the same for records under 16 bytes,
-// which carry one tag byte instead of a header.
+// TestVerifierSmallRecords does the same for records under MinFramedSize
+// bytes, which carry one tag byte instead of a head.
 func TestVerifierSmallRecords(t *testing.T) {
 	for _, tt := range []struct {
 		name          string
@@ -270,7 +271,7 @@ func TestVerifyWAL(t *testing.T) {
 // TestCodecRoundTrip checks that every size encodes records the verifier
 // accepts, with the writer and counter it was given.
 func TestCodecRoundTrip(t *testing.T) {
-	for _, size := range []int{1, 2, 15, 16, 17, 128, 4096} {
+	for _, size := range []int{1, 2, MinFramedSize - 1, MinFramedSize, MinFramedSize + 1, 128, 4096} {
 		for _, writers := range []int{1, 7, 64} {
 			c, err := newCodec(size, writers)
 			if err != nil {
@@ -280,16 +281,22 @@ func TestCodecRoundTrip(t *testing.T) {
 				rec := c.template(w)
 				for _, n := range []uint64{0, 1, 254, 255, 1 << 20} {
 					c.encode(rec, w, n)
-					gw, gn, d := c.parse(rec)
-					want := n
-					if c.small {
-						want = n % uint64(c.mod)
+					var (
+						gw   int
+						gn   uint64
+						want = n
+					)
+					if c.small() {
+						gw, gn, err = c.tags.Decode(rec)
+						want = n % uint64(c.tags.Mod())
+					} else {
+						gw, gn, err = payload.Decode(rec)
 					}
-					if d != nil || gw != w || gn != want {
-						t.Fatalf("size %d writers %d: encode(%d, %d) parses as (%d, %d, %v)", size, writers, w, n, gw, gn, d)
+					if err != nil || gw != w || gn != want {
+						t.Fatalf("size %d writers %d: encode(%d, %d) decodes as (%d, %d, %v)", size, writers, w, n, gw, gn, err)
 					}
-					if bytes.IndexByte(rec, 0) >= 0 && c.small {
-						t.Fatalf("small record holds a zero byte")
+					if bytes.IndexByte(rec, 0) >= 0 {
+						t.Fatalf("size %d: record holds a zero byte", size)
 					}
 				}
 			}

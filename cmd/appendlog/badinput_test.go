@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/payload"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -287,7 +288,9 @@ func checkReopen(t *testing.T, dir string) {
 	next := l.NextSeq()
 	p := make([]byte, 64)
 	for c := range uint64(10) {
-		EncodePayload(p, 1000, c)
+		if err := payload.Encode(p, 1000, c); err != nil {
+			t.Fatal(err)
+		}
 		seq, err := l.Append(p)
 		if err != nil {
 			l.Close()

@@ -53,10 +53,10 @@ the min–max range. The clock runs from releasing the writer goroutines to
 the moment every record was handed on (the final Flush; wal-batch: Sync);
 Close is not timed. After every run the output is read back and checked:
 record count, checksums, no torn or foreign bytes, each writer's records in
-order. Records of 16 bytes and more carry writer, counter, a CRC-32C and a
-trailer; smaller records are one tag byte per record (writer and counter
-modulo 255/writers), so at those sizes order is checked modulo that number
-and there is no checksum. A case that fails verification is reported as
+order. Records of 27 bytes and more carry writer, counter, filler and a
+check, and every byte is checked; smaller records are one tag byte per
+record (writer and counter modulo 255/writers), so at those sizes order is
+checked modulo that number and there is no checksum. A case that fails verification is reported as
 FAILED, never as a speed, and bench exits with status 1.
 
 ` + _sizeHelp + `

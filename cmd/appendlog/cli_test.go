@@ -26,7 +26,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"load", "extra"}, "extra"},
 		{[]string{"load", "--records", "many"}, "--records"},
 		{[]string{"load", "--records", "-1"}, "--records must not be negative"},
-		{[]string{"load", "--size", "23"}, "--size must be at least 24"},
+		{[]string{"load", "--size", "26"}, "--size must be at least 27"},
 		{[]string{"load", "--size", "300000000"}, "--size must be at most"},
 		{[]string{"load", "--writers", "0"}, "--writers must be between"},
 		{[]string{"load", "--sync", "sometimes"}, `--sync must be never, interval, batch or always, got "sometimes"`},
@@ -179,7 +179,7 @@ func TestLoadInProcess(t *testing.T) {
 	// The binary covers load under the race detector only when the test
 	// does; this run covers it in the test process, with --acks.
 	dir := filepath.Join(t.TempDir(), "log")
-	r := runInProcess("load", "--dir", dir, "--records", "5000", "--writers", "5", "--size", "24", "--sync", "always", "--acks", "--json")
+	r := runInProcess("load", "--dir", dir, "--records", "5000", "--writers", "5", "--size", "27", "--sync", "always", "--acks", "--json")
 	checkNoCrash(t, r)
 	expect(t, r, exitOK, "durable 5000\n")
 	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
@@ -225,7 +225,7 @@ func TestVerifyPayloadsCatchesFlippedByte(t *testing.T) {
 	}
 
 	expect(t, cli(t, "verify", dir), exitOK, "clean", "2000 records")
-	expect(t, cli(t, "verify", "--payloads", dir), exitFailure, "seq 10:", "payload checksum mismatch")
+	expect(t, cli(t, "verify", "--payloads", dir), exitFailure, "seq 10:", "payload filler mismatch", "byte 40 of 100")
 }
 
 func TestDumpFormats(t *testing.T) {

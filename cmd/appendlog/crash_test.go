@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appendlog/appendlog/internal/payload"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -158,7 +159,9 @@ func killTrial(t *testing.T, k killAt) {
 	}
 	p := make([]byte, 100)
 	for c := range uint64(100) {
-		EncodePayload(p, _killWriters, c)
+		if err := payload.Encode(p, _killWriters, c); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := l.Append(p); err != nil {
 			l.Close()
 			t.Fatal(err)
@@ -186,24 +189,18 @@ func checkKilledLog(t *testing.T, dir string, acked uint64) uint64 {
 		t.Fatalf("OpenReader: %v (acked %d)", err, acked)
 	}
 	defer r.Close()
-	var (
-		order payloadOrder
-		n     uint64
-	)
+	k, err := payload.NewChecker(payload.Options{Writers: _killWriters + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
 	for r.Next() {
 		n++
 		if r.Seq() != n {
 			t.Fatalf("record seq %d, want %d", r.Seq(), n)
 		}
-		w, c, err := CheckPayload(r.Record())
-		if err != nil {
-			t.Fatalf("seq %d: %v", n, err)
-		}
-		if w > _killWriters {
-			t.Fatalf("seq %d: writer %d, want at most %d", n, w, _killWriters)
-		}
-		if err := order.observe(w, c); err != nil {
-			t.Fatalf("seq %d: %v", n, err)
+		if pr := k.Check(r.Record(), -1, n); pr != nil {
+			t.Fatal(pr)
 		}
 	}
 	if err := r.Err(); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/payload"
 	"github.com/appendlog/appendlog/internal/sys"
 	"github.com/appendlog/appendlog/wal"
 )
@@ -95,9 +96,9 @@ func newLoadCmd() *cobra.Command {
 		Long: `load appends --records generated records of --size bytes to the log in --dir,
 split across --writers goroutines, and reports throughput.
 
-Each payload holds its writer id, that writer's counter and a CRC-32C over
-filler derived from both, so "appendlog verify --payloads" can prove that no
-record was lost, torn, mixed up or reordered.
+Each payload is one printable line holding its writer id, that writer's
+counter, filler and a check of all three, so "appendlog verify --payloads"
+can prove that no record was lost, torn, mixed up or reordered.
 
 Sync modes:
   never     never fdatasync while appending (Close still syncs)
@@ -140,7 +141,7 @@ below records).`,
 	fl.StringVar(&f.dir, "dir", "", "log directory, created if missing (default: a temporary directory)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the temporary directory used when --dir is not given")
 	fl.Int64Var(&f.records, "records", 100000, "records to append, in total across writers")
-	sizeVar(fl, &f.size, "size", 128, fmt.Sprintf("payload size, at least %d bytes", payloadMinSize))
+	sizeVar(fl, &f.size, "size", 128, fmt.Sprintf("payload size, at least %d bytes", payload.MinSize))
 	fl.IntVar(&f.writers, "writers", 4, "concurrent writer goroutines")
 	fl.StringVar(&f.sync, "sync", "batch", "sync mode: never, interval, batch or always")
 	fl.DurationVar(&f.syncEvery, "sync-every", 10*time.Millisecond, "fdatasync period for --sync interval")
@@ -157,8 +158,8 @@ func loadOptions(f *loadFlags) (*wal.Options, error) {
 	switch {
 	case f.records < 0:
 		return nil, usagef("--records must not be negative, got %d", f.records)
-	case f.size < payloadMinSize:
-		return nil, usagef("--size must be at least %d bytes (writer id, counter, checksum and filler), got %d", payloadMinSize, f.size)
+	case f.size < payload.MinSize:
+		return nil, usagef("--size must be at least %d bytes (writer id, counter, checksum and filler), got %d", payload.MinSize, f.size)
 	case f.size > _maxSize:
 		return nil, usagef("--size must be at most %d bytes, got %d", _maxSize, f.size)
 	case f.writers < 1 || f.writers > _maxWriters:
@@ -538,14 +539,21 @@ func (d *driver) run(ctx context.Context) error {
 }
 
 func (d *driver) write(ctx context.Context, w uint32) error {
+	// The whole record once; then each record rewrites only its counter
+	// and check.
 	buf := make([]byte, d.size)
+	if err := payload.Encode(buf, int(w), 0); err != nil {
+		return fmt.Errorf("writer %d: %w", w, err)
+	}
 	n := d.perW[w]
 	cnt := &d.counts[w].n
 	for c := int64(0); c < n; c++ {
 		if d.stopped.Load() {
 			return nil
 		}
-		EncodePayload(buf, w, uint64(c))
+		if err := payload.Stamp(buf, int(w), uint64(c)); err != nil {
+			return fmt.Errorf("writer %d, record %d: %w", w, c, err)
+		}
 		seq, err := d.l.Append(buf)
 		if err != nil {
 			return fmt.Errorf("writer %d: append record %d: %w", w, c, err)

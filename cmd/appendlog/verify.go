@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/appendlog/appendlog/internal/payload"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -111,20 +112,24 @@ func describeGaps(gaps []wal.GapError) string {
 	return s + "."
 }
 
-// checkPayloads reads every record of a verified log and checks it with
-// CheckPayload and payloadOrder. It returns a sentence for the summary.
+// checkPayloads reads every record of a verified log and checks it with a
+// payload.Checker. It returns a sentence for the summary.
 func checkPayloads(dir string, rep *wal.VerifyReport) (string, error) {
 	r, err := wal.OpenReader(dir, rep.FirstSeq, nil)
 	if err != nil {
 		return "", fmt.Errorf("read payloads: %w", err)
 	}
 	defer r.Close()
-	order := payloadOrder{restarts: true}
+	// A counter falling back to 0 is another load run on the same log.
+	k, err := payload.NewChecker(payload.Options{Restarts: true})
+	if err != nil {
+		return "", err
+	}
 	var n uint64
 	want := rep.FirstSeq
 	// After a recorded gap, each writer's counter may jump forward over the
-	// records lost in it.
-	jumped := map[uint32]bool{}
+	// records lost in it, and a writer first seen after one may start
+	// anywhere (its first records may be in the gap).
 	gapSeen := false
 	for want < rep.NextSeq {
 		if !r.Next() {
@@ -133,29 +138,14 @@ func checkPayloads(dir string, rep *wal.VerifyReport) (string, error) {
 				break
 			}
 			want, gapSeen = g.End, true
-			clear(jumped)
-			for w := range order.next {
-				jumped[w] = true
-			}
+			k.Gap()
 			continue
 		}
 		if r.Seq() != want {
 			return "", fmt.Errorf("%s: record seq %d where seq %d was expected", dir, r.Seq(), want)
 		}
-		w, c, err := CheckPayload(r.Record())
-		if _, seen := order.next[w]; err == nil && (jumped[w] || gapSeen && !seen) {
-			// A writer's first record after a gap, or a writer first seen
-			// after one (its first records may be in the gap).
-			delete(jumped, w)
-			if c >= order.next[w] {
-				order.next[w] = c
-			}
-		}
-		if err == nil {
-			err = order.observe(w, c)
-		}
-		if err != nil {
-			return "", fmt.Errorf("%s: seq %d: %w", dir, want, err)
+		if pr := k.Check(r.Record(), -1, want); pr != nil {
+			return "", fmt.Errorf("%s: seq %d: payload %s: %s", dir, want, pr.Kind, pr.Detail)
 		}
 		n++
 		want++
@@ -170,9 +160,10 @@ func checkPayloads(dir string, rep *wal.VerifyReport) (string, error) {
 	if gapSeen {
 		inOrder = "counters in order, jumping only over the recorded gaps"
 	}
-	s := fmt.Sprintf("All %d payloads check out: %d %s, %s", n, order.writers(), plural(order.writers(), "writer", "writers"), inOrder)
-	if order.restarted > 0 {
-		s += fmt.Sprintf(" (%d counter restarts: load ran more than once)", order.restarted)
+	res := k.Finish()
+	s := fmt.Sprintf("All %d payloads check out: %d %s, %s", n, res.Writers, plural(res.Writers, "writer", "writers"), inOrder)
+	if res.Restarts > 0 {
+		s += fmt.Sprintf(" (%d counter restarts: load ran more than once)", res.Restarts)
 	}
 	return s + ".", nil
 }

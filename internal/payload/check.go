@@ -96,6 +96,9 @@ type Checker struct {
 	limit int  // writer ids below limit are known
 	ws    []writerState
 	res   Result
+	// gapped is set by Gap: a writer first seen after it may start at
+	// any counter.
+	gapped bool
 
 	// Stream splitting (Write).
 	carry []byte
@@ -106,6 +109,7 @@ type writerState struct {
 	next    uint64 // the counter due next (strict), or the lowest allowed (Gaps)
 	seen    uint64 // intact records
 	started bool
+	jump    bool // the next record may skip forward (Gap)
 }
 
 // NewChecker returns a Checker for o. The error names an option that makes
@@ -192,6 +196,7 @@ func (k *Checker) Check(p []byte, off int64, seq uint64) *Problem {
 	s := &k.ws[w]
 	if !s.started {
 		s.started = true
+		s.jump = k.gapped
 		k.res.Writers++
 	}
 	s.seen++
@@ -206,6 +211,12 @@ func (k *Checker) Check(p []byte, off int64, seq uint64) *Problem {
 // order checks counter c of the writer whose state is s.
 func (k *Checker) order(s *writerState, at Problem, c uint64) *Problem {
 	w := at.Writer
+	if s.jump {
+		s.jump = false
+		if c > s.next {
+			s.next = c
+		}
+	}
 	want := s.next
 	switch {
 	case c == want || k.o.Gaps && c > want:
@@ -278,6 +289,19 @@ func (k *Checker) add(pr Problem) *Problem {
 // It returns the problem as recorded.
 func (k *Checker) Report(kind Kind, off int64, seq uint64, detail string) *Problem {
 	return k.add(Problem{Kind: kind, Record: -1, Offset: off, Seq: seq, Byte: -1, Writer: -1, Detail: detail})
+}
+
+// Gap tells the checker that records may be missing here (a recorded gap
+// in a log): each writer's next record may skip forward over them, and a
+// writer first seen after a gap may start at any counter. Tiny records
+// (tags) ignore it.
+func (k *Checker) Gap() {
+	k.gapped = true
+	for i := range k.ws {
+		if k.ws[i].started {
+			k.ws[i].jump = true
+		}
+	}
 }
 
 // Write splits a byte stream into records and checks each: records of

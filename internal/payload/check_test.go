@@ -263,6 +263,10 @@ func TestCheckerOrder(t *testing.T) {
 		{"gaps, past the end", Options{Gaps: true, Expect: []uint64{5}}, []obs{{0, 3, true}, {0, 5, false}}, Extra},
 		{"past the end", Options{Expect: []uint64{2, 2}}, []obs{{0, 0, true}, {0, 1, true}, {0, 2, false}}, Extra},
 		{"writer that did not run", Options{Writers: 2}, []obs{{0, 0, true}, {2, 0, false}}, Foreign},
+		{"recorded gap", Options{}, []obs{{0, 0, true}, {1, 0, true}, {-1, 0, true}, {0, 5, true}, {1, 1, true}, {2, 9, true}, {2, 10, true}, {0, 7, false}}, Missing},
+		{"gap, then backwards", Options{}, []obs{{0, 0, true}, {0, 1, true}, {-1, 0, true}, {0, 1, false}}, Duplicate},
+		{"gap, then a restart", Options{Restarts: true}, []obs{{0, 0, true}, {0, 1, true}, {-1, 0, true}, {0, 0, true}, {0, 1, true}}, 0},
+		{"one jump per gap", Options{}, []obs{{0, 0, true}, {-1, 0, true}, {0, 3, true}, {0, 5, false}}, Missing},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -270,7 +274,13 @@ func TestCheckerOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			rec := int64(0)
 			for i, ob := range tt.seq {
+				if ob.w < 0 {
+					k.Gap()
+					continue
+				}
+				rec++
 				p, err := Append(nil, ob.w, ob.c, 32)
 				if err != nil {
 					t.Fatal(err)
@@ -280,7 +290,7 @@ func TestCheckerOrder(t *testing.T) {
 					t.Fatalf("step %d: Check(%d, %d) = %v, want ok=%v", i, ob.w, ob.c, pr, ob.ok)
 				}
 				if pr != nil {
-					if pr.Kind != tt.kind || pr.Seq != uint64(i+1) || pr.Record != int64(i) {
+					if pr.Kind != tt.kind || pr.Seq != uint64(i+1) || pr.Record != rec-1 {
 						t.Fatalf("step %d: %v (record %d), want a %v at seq %d", i, pr, pr.Record, tt.kind, i+1)
 					}
 					return
