@@ -409,7 +409,7 @@ func wholeRecords(data []byte) []byte {
 		if line[len(line)-1] != '\n' {
 			break
 		}
-		if _, _, err := parseRecord(line[:len(line)-1]); err != nil {
+		if _, _, err := parseRecord(line); err != nil {
 			break
 		}
 		n += len(line)
