@@ -4,25 +4,38 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
 
 // TestBlockTimeoutWaits: with BlockTimeout, a Write on a full ring waits
-// the timeout before it drops the record, both alone and when it carries a
-// drop marker (both take the one claim in Ring.Write); the marker then
-// reports both drops.
+// until the timeout on the Ring's clock, not less, then drops the record;
+// both alone and when it carries a drop marker (both take the one claim in
+// Ring.Write). The marker then reports both drops. The clock is fake: the
+// test sees the Write's timer armed and advances time to it.
 func TestBlockTimeoutWaits(t *testing.T) {
 	const (
 		size    = 64 << 10
 		recLen  = 1000
 		timeout = 20 * time.Millisecond
 	)
+	clk := newFakeClock()
 	g := &gateWriter{open: make(chan struct{})}
-	r, err := NewRing(g, &RingOptions{Size: size, BlockTimeout: timeout, DropMarkers: true})
+	r, err := NewRing(g, &RingOptions{Size: size, BlockTimeout: timeout, DropMarkers: true, clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() {
+		select {
+		case <-g.open:
+		default:
+			close(g.open) // let Close finish after a failure
+		}
+		if err := r.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
 	rec := func(i int) []byte { return fmt.Appendf(nil, "%0*d\n", recLen-1, i) }
 	var want bytes.Buffer
 	// The sink never returns while the gate is shut, so nothing is
@@ -33,27 +46,32 @@ func TestBlockTimeoutWaits(t *testing.T) {
 		want.Write(rec(i))
 	}
 	for i, path := range []string{"plain", "with a marker"} {
-		done := make(chan time.Duration)
-		var werr error
+		deadline := clk.Now().Add(timeout)
+		done := make(chan error, 1)
 		go func() {
-			start := time.Now()
-			_, werr = r.Write(rec(fits + i))
-			done <- time.Since(start)
+			_, err := r.Write(rec(fits + i))
+			done <- err
 		}()
-		var took time.Duration
+		waitFor(t, path+": the Write's timer", func() bool {
+			select {
+			case err := <-done:
+				t.Fatalf("%s: Write returned (%v) without waiting for its BlockTimeout", path, err)
+			default:
+			}
+			return slices.Contains(clk.Deadlines(), deadline)
+		})
+		clk.Advance(timeout - time.Nanosecond)
+		if !slices.Contains(clk.Deadlines(), deadline) {
+			t.Fatalf("%s: the Write's timer fired before its BlockTimeout", path)
+		}
+		clk.Advance(time.Nanosecond)
 		select {
-		case took = <-done:
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: Write = %v; a record dropped after a BlockTimeout is not an error", path, err)
+			}
 		case <-time.After(10 * time.Second):
-			close(g.open)
-			<-done
-			r.Close()
-			t.Fatalf("%s: Write on a full ring with BlockTimeout %v did not return in 10s", path, timeout)
-		}
-		if werr != nil {
-			t.Errorf("%s: Write = %v; a record dropped after a BlockTimeout is not an error", path, werr)
-		}
-		if took < timeout {
-			t.Errorf("%s: Write dropped after %v, before its BlockTimeout %v", path, took, timeout)
+			t.Fatalf("%s: Write did not return in 10s after its BlockTimeout", path)
 		}
 		if d := r.Stats().DroppedRecords; d != uint64(i+1) {
 			t.Errorf("%s: %d records dropped, want %d", path, d, i+1)
@@ -63,7 +81,7 @@ func TestBlockTimeoutWaits(t *testing.T) {
 	mustWrite(t, r, rec(fits+2))
 	want.WriteString("appendlog: 2 records dropped\n")
 	want.Write(rec(fits + 2))
-	if err := r.Close(); err != nil {
+	if err := r.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := g.bytes(); !bytes.Equal(got, want.Bytes()) {

@@ -9,8 +9,9 @@ import (
 
 // The writers' test seams are unexported option fields, so that tests
 // replace them per writer and no package-level hook exists: RingOptions
-// fsys, lockFile and syncDir, MmapOptions syncDir. This file holds the
-// stand-ins the tests put there.
+// fsys, lockFile, syncDir and clock, MmapOptions syncDir. This file holds
+// the stand-ins the tests put there (the fake clock is clock.Fake, made by
+// newFakeClock).
 
 // noLock stands in for lockFile where the file is not a real one (an
 // in-memory vfs.FS).

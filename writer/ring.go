@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/appendlog/appendlog/internal/engine"
+	"github.com/appendlog/appendlog/internal/engine/clock"
 	"github.com/appendlog/appendlog/internal/sys"
 	"github.com/appendlog/appendlog/internal/vfs"
 )
@@ -143,6 +144,10 @@ type RingOptions struct {
 	// Direct durable (the buffered file syncs through fsys). Default
 	// sys.SyncDir; tests watch or fail it.
 	syncDir func(dir string) error
+	// clock is the engine's clock (flush and sync timers, BlockTimeout
+	// deadlines, the drop yield's schedule). Nil means the system clock;
+	// tests advance a clock.Fake instead of sleeping.
+	clock clock.Clock
 }
 
 // Validate reports whether the options are usable.
@@ -331,6 +336,7 @@ func newRing(s ringSink, o RingOptions, giveUp chan struct{}) (*Ring, error) {
 		Size:          o.Size,
 		FlushInterval: o.FlushInterval,
 		Sync:          engine.SyncNever,
+		Clock:         o.clock,
 	}
 	if o.SyncEvery > 0 {
 		cfg.Sync, cfg.SyncEvery = engine.SyncInterval, o.SyncEvery
@@ -399,7 +405,7 @@ func (r *Ring) Write(p []byte) (int, error) {
 	if r.drop || r.timeout > 0 {
 		c, ok, err = r.e.TryClaim(mlen+n, 1)
 		if !ok && err == nil && !r.drop {
-			c, ok, err = r.e.ClaimBy(mlen+n, 1, time.Now().Add(r.timeout))
+			c, ok, err = r.e.ClaimBy(mlen+n, 1, r.e.Now().Add(r.timeout))
 		}
 	} else {
 		c, err = r.e.Claim(mlen+n, 1)
@@ -443,7 +449,7 @@ func (r *Ring) countDrop(n int) {
 		r.pending.Add(1)
 	}
 	if r.drop && r.e.Late() {
-		now := time.Now().UnixNano()
+		now := r.e.Now().UnixNano()
 		last := r.lastYield.Load()
 		if now-last >= int64(_dropYieldEvery) && r.lastYield.CompareAndSwap(last, now) {
 			runtime.Gosched()

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appendlog/appendlog/internal/engine/clock"
 	"github.com/appendlog/appendlog/internal/sys"
 	"github.com/appendlog/appendlog/internal/vfs"
 )
@@ -552,19 +553,28 @@ func TestCloseWithBlockedProducers(t *testing.T) {
 }
 
 // TestIdleFlush: a record written to an idle ring reaches the file within
-// FlushInterval without Flush.
+// FlushInterval without Flush: the flusher arms a timer no later than the
+// interval, and writes the record when it fires. The clock is fake, so the
+// test advances it instead of sleeping.
 func TestIdleFlush(t *testing.T) {
-	r, path := openRingFile(t, &RingOptions{FlushInterval: 20 * time.Millisecond})
+	const interval = 5 * time.Millisecond // below both defaults, so a lost setting shows
+	clk := newFakeClock()
+	r, path := openRingFile(t, &RingOptions{FlushInterval: interval, clock: clk})
 	closeAtEnd(t, r)
-	start := time.Now()
+	start := clk.Now()
 	mustWrite(t, r, []byte("idle\n"))
-	for len(readFile(t, path)) == 0 {
-		if time.Since(start) > 2*time.Second {
-			t.Fatal("record not written after 2s")
-		}
-		time.Sleep(5 * time.Millisecond)
+	written := func() bool { return string(readFile(t, path)) == "idle\n" }
+	waitFor(t, "a flush timer", func() bool {
+		_, ok := clk.Next()
+		return ok
+	})
+	if at, _ := clk.Next(); at.After(start.Add(interval)) {
+		t.Errorf("the flush timer fires %v after the write, later than FlushInterval %v", at.Sub(start), interval)
 	}
-	t.Logf("written after %v", time.Since(start))
+	advanceUntil(t, clk, "the record written", written)
+	if d := clk.Now().Sub(start); d > interval {
+		t.Errorf("written %v (fake time) after the write, later than FlushInterval %v", d, interval)
+	}
 }
 
 // TestFlushReachesFile: when Flush returns the bytes are in the file.
@@ -585,16 +595,18 @@ func TestFlushReachesFile(t *testing.T) {
 	}
 }
 
+// TestSyncEvery: with SyncEvery the flusher syncs by itself, not before
+// SyncEvery has passed on its clock.
 func TestSyncEvery(t *testing.T) {
-	r, _ := openRingFile(t, &RingOptions{FlushInterval: time.Millisecond, SyncEvery: 5 * time.Millisecond})
+	const every = 5 * time.Millisecond
+	clk := newFakeClock()
+	r, _ := openRingFile(t, &RingOptions{FlushInterval: time.Millisecond, SyncEvery: every, clock: clk})
 	closeAtEnd(t, r)
+	start := clk.Now()
 	mustWrite(t, r, []byte("x\n"))
-	deadline := time.Now().Add(2 * time.Second)
-	for r.Stats().Syncs == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no background sync")
-		}
-		time.Sleep(time.Millisecond)
+	advanceUntil(t, clk, "a background sync", func() bool { return r.Stats().Syncs > 0 })
+	if d := clk.Now().Sub(start); d < every {
+		t.Errorf("synced %v (fake time) after the write, before SyncEvery %v", d, every)
 	}
 }
 
@@ -812,5 +824,27 @@ func checkNamesOnce(t *testing.T, err error, path string) {
 	t.Helper()
 	if n := strings.Count(err.Error(), path); n != 1 {
 		t.Errorf("error %q names %s %d times, want once", err, path, n)
+	}
+}
+
+// newFakeClock returns a fake clock for a Ring (RingOptions.clock).
+func newFakeClock() *clock.Fake { return clock.NewFake(time.Unix(1e9, 0)) }
+
+// advanceUntil moves clk to the deadline of its earliest armed timer, over
+// and over, until cond, an observation of what the flusher does, holds;
+// with no timer armed it looks again every 100 µs. It fails the test after
+// 10 s of real time.
+func advanceUntil(t *testing.T, clk *clock.Fake, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after 10s (fake time %v)", what, clk.Now())
+		}
+		if at, ok := clk.Next(); ok {
+			clk.Advance(at.Sub(clk.Now()))
+			continue
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }
