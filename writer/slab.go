@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/appendlog/appendlog/internal/engine"
+	"github.com/appendlog/appendlog/internal/engine/clock"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,10 @@ type SlabOptions struct {
 	// FlushInterval bounds how long a record waits in a slab that is not
 	// filling up. Default DefaultFlushInterval.
 	FlushInterval time.Duration
+
+	// clock times FlushInterval. Nil means the system clock; tests advance
+	// a clock.Fake instead of sleeping.
+	clock clock.Clock
 }
 
 // slab is one buffer of the pool.
@@ -49,6 +54,7 @@ type Slab struct {
 	sync     func() error
 	size     int
 	interval time.Duration
+	clock    clock.Clock
 	c        flushCounters
 
 	// free holds every slab neither being filled nor queued, full the
@@ -98,11 +104,15 @@ func NewSlab(w io.Writer, opts *SlabOptions) (*Slab, error) {
 	if o.Slabs < 2 || o.SlabSize < 1 || o.FlushInterval < 0 {
 		return nil, fmt.Errorf("writer: invalid SlabOptions %+v", o)
 	}
+	if o.clock == nil {
+		o.clock = clock.Real()
+	}
 	s := &Slab{
 		w:        w,
 		sync:     syncFunc(w),
 		size:     o.SlabSize,
 		interval: o.FlushInterval,
+		clock:    o.clock,
 		free:     make(chan *slab, o.Slabs),
 		full:     make(chan *slab, o.Slabs),
 		stop:     make(chan struct{}),
@@ -217,14 +227,15 @@ func (s *Slab) writeLargeLocked(p []byte) error {
 // run is the flusher goroutine.
 func (s *Slab) run() {
 	defer close(s.done)
-	ticker := time.NewTicker(s.interval)
-	defer ticker.Stop()
+	timer := s.clock.NewTimer(s.interval)
+	defer timer.Stop()
 	for {
 		select {
 		case sl := <-s.full:
 			s.writeSlab(sl)
-		case <-ticker.C:
+		case <-timer.C():
 			s.idleFlush()
+			timer.Reset(s.interval)
 		case <-s.stop:
 			// Close queued the last slab before closing stop.
 			for {
@@ -249,7 +260,7 @@ func (s *Slab) idleFlush() {
 			s.writeSlab(sl)
 		case <-s.stop:
 			return // Close queues the last slab itself
-		case <-time.After(50 * time.Microsecond):
+		case <-time.After(50 * time.Microsecond): // a pause between tries, on the system clock
 		}
 	}
 	if !s.mu.closed {

@@ -303,21 +303,28 @@ func TestMmapReopen(t *testing.T) {
 	}
 }
 
-// TestSlabIdleFlush: a record in a partly filled slab is written within
-// FlushInterval without Flush.
+// TestSlabIdleFlush: a record in a partly filled slab is written when
+// FlushInterval has passed on the Slab's clock, without Flush.
 func TestSlabIdleFlush(t *testing.T) {
+	const interval = 10 * time.Millisecond
+	clk := newFakeClock()
 	w := &collectWriter{}
-	s, err := NewSlab(w, &SlabOptions{FlushInterval: 10 * time.Millisecond})
+	s, err := NewSlab(w, &SlabOptions{FlushInterval: interval, clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	closeAtEnd(t, s)
+	start := clk.Now()
 	mustWrite(t, s, []byte("idle\n"))
-	deadline := time.Now().Add(2 * time.Second)
-	for len(w.bytes()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("not written after 2s")
-		}
-		time.Sleep(time.Millisecond)
+	waitFor(t, "the flush timer", func() bool {
+		_, ok := clk.Next()
+		return ok
+	})
+	if at, _ := clk.Next(); !at.Equal(start.Add(interval)) {
+		t.Errorf("the flush timer fires %v after the start, want FlushInterval %v", at.Sub(start), interval)
 	}
+	if got := w.bytes(); len(got) != 0 {
+		t.Errorf("written before FlushInterval: %q", got)
+	}
+	advanceUntil(t, clk, "the record written", func() bool { return string(w.bytes()) == "idle\n" })
 }
