@@ -3,6 +3,7 @@ package wal
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/appendlog/appendlog/frame"
@@ -74,4 +75,11 @@ func (e *GapError) Range() string {
 		return fmt.Sprintf("record %d (1 record)", e.First)
 	}
 	return fmt.Sprintf("records %d..%d (%d records)", e.First, e.End-1, n)
+}
+
+// IsGap reports whether err is, or wraps, a *GapError: a Reader stopped at
+// a recorded gap and Next goes on after it.
+func IsGap(err error) bool {
+	var g *GapError
+	return errors.As(err, &g)
 }
