@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 )
 
 // tcpSink is a loopback TCP connection whose far end collects everything.
@@ -109,7 +108,6 @@ type collectWriter struct {
 	mu    sync.Mutex
 	buf   bytes.Buffer
 	calls int
-	delay time.Duration
 	fail  func(call, n int) (int, error)
 }
 
@@ -117,9 +115,6 @@ func (c *collectWriter) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls++
-	if c.delay > 0 {
-		time.Sleep(c.delay)
-	}
 	if c.fail != nil {
 		if n, err := c.fail(c.calls, len(p)); err != nil {
 			c.buf.Write(p[:n])
