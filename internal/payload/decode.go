@@ -2,6 +2,7 @@ package payload
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 )
 
@@ -15,25 +16,30 @@ func Decode(p []byte) (w int, c uint64, err error) {
 	if n < MinSize {
 		return 0, 0, damaged(Torn, 0, -1, "%d bytes, shorter than the smallest record (%d)", n, MinSize)
 	}
-	wv, ok1 := unhex4(p[0:4])
-	hi, ok2 := unhex4(p[5:9])
-	lo, ok3 := unhex8(p[9:17])
-	if !ok1 || !ok2 || !ok3 || p[4] != ' ' || p[17] != ' ' {
+	// The writer's 4 digits and the counter's top 4 in one conversion.
+	wc, ok1 := unhex8(uint64(binary.LittleEndian.Uint32(p[0:4])) | uint64(binary.LittleEndian.Uint32(p[5:9]))<<32)
+	lo, ok2 := unhex8(binary.LittleEndian.Uint64(p[9:17]))
+	if !ok1 || !ok2 || p[4] != ' ' || p[17] != ' ' {
 		return 0, 0, damaged(Foreign, firstNonHead(p), -1, "not a record: starts %q", clip(p, _headSize))
 	}
-	w, c = int(wv), uint64(hi)<<32|uint64(lo)
+	wv := wc >> 16
+	w, c = int(wv), uint64(wc&0xffff)<<32|uint64(lo)
 	if p[n-1] != '\n' {
 		return w, c, damaged(Torn, n-1, w, "writer %d counter %d: %d bytes not ending in a newline: ends %q", w, c, n, tail(p, 12))
 	}
-	sum, ok := unhex8(p[n-9 : n-1])
-	if !ok || p[n-10] != ' ' {
-		return w, c, damaged(Torn, n-10, w, "writer %d counter %d: %d bytes ending %q, not in a check", w, c, n, tail(p, 12))
+	want := check(wv, c, n)
+	if raw := binary.LittleEndian.Uint64(p[n-9 : n-1]); raw != hex8(want) || p[n-10] != ' ' {
+		sum, ok := unhex8(raw)
+		if !ok || p[n-10] != ' ' {
+			return w, c, damaged(Torn, n-10, w, "writer %d counter %d: %d bytes ending %q, not in a check", w, c, n, tail(p, 12))
+		}
+		if i := fillerMismatch(p); i >= 0 {
+			return w, c, damaged(Filler, i, w, "writer %d counter %d: byte %d of %d is %q, want %q", w, c, i, n, p[i], _fill[i%_period])
+		}
+		return w, c, damaged(Checksum, n-9, w, "writer %d counter %d: check %08x, want %08x for its head and %d bytes", w, c, sum, want, n)
 	}
 	if i := fillerMismatch(p); i >= 0 {
 		return w, c, damaged(Filler, i, w, "writer %d counter %d: byte %d of %d is %q, want %q", w, c, i, n, p[i], _fill[i%_period])
-	}
-	if want := check(wv, c, n); sum != want {
-		return w, c, damaged(Checksum, n-9, w, "writer %d counter %d: check %08x, want %08x for its head and %d bytes", w, c, sum, want, n)
 	}
 	return w, c, nil
 }

@@ -126,10 +126,9 @@ func hex8(v uint32) uint64 {
 	return x + 0x3030303030303030 + ge10*('a'-'0'-10)
 }
 
-// unhex8 parses 8 lowercase hex digits. ok is false unless b is exactly
-// hex8's rendering of v.
-func unhex8(b []byte) (v uint32, ok bool) {
-	raw := binary.LittleEndian.Uint64(b)
+// unhex8 parses the 8 lowercase hex digits in raw, as a little-endian load
+// of them reads. ok is false unless raw is exactly hex8's rendering of v.
+func unhex8(raw uint64) (v uint32, ok bool) {
 	x := bits.ReverseBytes64(raw) // first digit in the top byte
 	// A digit's value is its low nibble, plus 9 for 'a'..'f' (bit 6 set).
 	x = (x & 0x0f0f0f0f0f0f0f0f) + ((x>>6)&0x0101010101010101)*9
@@ -137,13 +136,4 @@ func unhex8(b []byte) (v uint32, ok bool) {
 	x = (x | x>>8) & 0x0000ffff0000ffff // four digits a half
 	v = uint32(x | x>>16)
 	return v, hex8(v) == raw
-}
-
-// unhex4 parses 4 lowercase hex digits as unhex8 does.
-func unhex4(b []byte) (v uint32, ok bool) {
-	raw := binary.LittleEndian.Uint32(b)
-	var w [8]byte
-	binary.LittleEndian.PutUint32(w[0:4], 0x30303030)
-	binary.LittleEndian.PutUint32(w[4:8], raw)
-	return unhex8(w[:])
 }
