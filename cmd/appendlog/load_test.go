@@ -158,7 +158,9 @@ func TestLoadDiskFull(t *testing.T) {
 			t.Fatalf("stderr lacks %q\n%s", want, r)
 		}
 	}
-	if n := countRecords(t, dir); n < rep.DurableRecords || n > rep.Records {
+	n := countRecords(t, dir)
+	t.Logf("log holds %d records", n)
+	if n < rep.DurableRecords || n > rep.Records {
 		t.Fatalf("log holds %d records; want between durable %d and appended %d", n, rep.DurableRecords, rep.Records)
 	}
 	expect(t, cli(t, "verify", "--payloads", dir), exitOK)
