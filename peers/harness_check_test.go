@@ -43,16 +43,16 @@ func TestChecker(t *testing.T) {
 		gaps       bool
 		dropped    uint64
 	}{
-		{"torn", "malformed", torn, written, false, 0},
-		{"spliced", "malformed", spliced, written, false, 0},
-		{"zero padding", "malformed", zeros, written, false, 0},
-		{"partial", "partial record", partial, written, false, 0},
-		{"lost", "lost, duplicated or reordered", stream([2]int{0, 0}, [2]int{0, 2}), []uint64{3}, false, 0},
+		{"torn", "filler mismatch", torn, written, false, 0},
+		{"spliced", "checksum mismatch", spliced, written, false, 0},
+		{"zero padding", "foreign bytes", zeros, written, false, 0},
+		{"partial", "ends with 127 bytes of a 128-byte record", partial, written, false, 0},
+		{"lost", "counter 1 missing", stream([2]int{0, 0}, [2]int{0, 2}), []uint64{3}, false, 0},
 		{"lost at end", "read 2 records, wrote 3", stream([2]int{0, 0}, [2]int{0, 1}), []uint64{3}, false, 0},
-		{"duplicated", "lost, duplicated or reordered", stream([2]int{0, 0}, [2]int{0, 0}), []uint64{2}, false, 0},
-		{"reordered", "lost, duplicated or reordered", stream([2]int{0, 1}, [2]int{0, 0}), []uint64{2}, false, 0},
-		{"unknown writer", "writer 5", stream([2]int{5, 0}), []uint64{1}, false, 0},
-		{"gaps reordered", "duplicated or reordered", stream([2]int{0, 2}, [2]int{0, 1}), []uint64{3}, true, 1},
+		{"duplicated", "duplicate record", stream([2]int{0, 0}, [2]int{0, 0}), []uint64{2}, false, 0},
+		{"reordered", "counter 0 missing", stream([2]int{0, 1}, [2]int{0, 0}), []uint64{2}, false, 0},
+		{"unknown writer", "writer id 5", stream([2]int{5, 0}), []uint64{1}, false, 0},
+		{"gaps reordered", "reordered record", stream([2]int{0, 2}, [2]int{0, 1}), []uint64{3}, true, 1},
 		{"gaps miscounted", "reported dropped", stream([2]int{0, 0}, [2]int{0, 2}), []uint64{3}, true, 0},
 	} {
 		c := newChecker(2, tc.gaps)

@@ -1,7 +1,6 @@
 package peers
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,147 +9,97 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/appendlog/appendlog/internal/payload"
 )
 
-// Records. Every contender writes the same 128-byte records. A record is 16
-// little-endian words, word i holding key ^ _mix[i], where key packs the
-// writing goroutine's id (high 24 bits) and its sequence number (low 40
-// bits). Every word depends on both, so a torn record, a splice of two
-// records, a zeroed block or a record from the wrong writer fails the check;
-// building and checking a record costs a few nanoseconds, the same for every
-// contender.
+// Records. Every contender writes the same 128-byte records: package
+// internal/payload's records, each naming the writing goroutine and its
+// sequence number, with filler and a check, every byte fixed by those. A
+// torn record, a splice of two records, a zeroed block or a record from the
+// wrong writer fails the check. A goroutine encodes its buffer once and then
+// rewrites only the head and check per record (payload.Stamp), a few
+// nanoseconds, the same for every contender.
 
-const (
-	recSize  = 128
-	recWords = recSize / 8
-	seqBits  = 40
-	seqMask  = 1<<seqBits - 1
-	maxWID   = 1<<(64-seqBits) - 1
-)
+const recSize = 128
 
-var _mix = func() (m [recWords]uint64) {
-	for i := range m {
-		m[i] = uint64(i+1) * 0x9E3779B97F4A7C15
-	}
-	return m
-}()
-
-// fillRecord writes the record of writer wid's seq-th write into rec.
+// fillRecord writes the record of writer wid's seq-th write into rec. A
+// buffer that already holds a record (it ends in a newline, which a fresh
+// buffer does not) only has its head and check rewritten: the timed loops
+// reuse one buffer. io.Writer forbids a writer to modify it; one that does
+// leaves a record the checker refuses.
 func fillRecord(rec []byte, wid int, seq uint64) {
-	k := uint64(wid)<<seqBits | seq
-	for i := 0; i < recWords; i++ {
-		binary.LittleEndian.PutUint64(rec[i*8:], k^_mix[i])
+	var err error
+	if len(rec) > 0 && rec[len(rec)-1] == '\n' {
+		err = payload.Stamp(rec, wid, seq)
+	} else {
+		err = payload.Encode(rec, wid, seq)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("fillRecord(%d bytes, writer %d, seq %d): %v", len(rec), wid, seq, err))
 	}
 }
 
-// parseRecord returns the writer and sequence number of rec, or ok == false
-// if rec is not a well-formed record.
-func parseRecord(rec []byte) (wid int, seq uint64, ok bool) {
-	if len(rec) != recSize {
-		return 0, 0, false
-	}
-	k := binary.LittleEndian.Uint64(rec) ^ _mix[0]
-	for i := 1; i < recWords; i++ {
-		if binary.LittleEndian.Uint64(rec[i*8:])^_mix[i] != k {
-			return 0, 0, false
-		}
-	}
-	return int(k >> seqBits), k & seqMask, true
-}
-
-// checker verifies a stream of records: each well formed, and each
-// writer's records in the order it wrote them. Strict (gaps == false), a
-// writer's records must be exactly 0, 1, 2, ...; with gaps (a writer that
-// drops records) they must be strictly increasing. A checker is also an
-// io.Writer: records may be split across Write calls, as bufio splits them.
-// Write never fails, so a sink never sees an error; the first problem is
-// kept and reported by finish.
+// checker verifies a stream of records with a payload.Checker: each well
+// formed, and each writer's records in the order it wrote them. Strict
+// (gaps == false), a writer's records must be exactly 0, 1, 2, ...; with
+// gaps (a writer that drops records) they must be strictly increasing. A
+// checker is also an io.Writer: records may be split across Write calls,
+// as bufio splits them. Write never fails, so a sink never sees an error;
+// the first problem is kept and reported by finish.
 type checker struct {
+	k       *payload.Checker
+	writers int
 	gaps    bool
-	next    []uint64 // per writer: expected (strict) or lowest allowed seq
-	records uint64
-	offset  int64 // stream bytes consumed
-	carry   [recSize]byte
-	nc      int
-	err     error
+	records uint64 // intact records, set by finish
+	res     *payload.Result
 }
 
 func newChecker(writers int, gaps bool) *checker {
-	return &checker{gaps: gaps, next: make([]uint64, writers)}
-}
-
-func (c *checker) fail(format string, args ...any) {
-	if c.err == nil {
-		c.err = fmt.Errorf(format, args...)
+	k, err := payload.NewChecker(payload.Options{Size: recSize, Writers: writers, Gaps: gaps})
+	if err != nil {
+		panic(fmt.Sprintf("newChecker(%d): %v", writers, err))
 	}
+	return &checker{k: k, writers: writers, gaps: gaps}
 }
 
 // Write feeds stream bytes to the checker.
-func (c *checker) Write(p []byte) (int, error) {
-	n := len(p)
-	if c.nc > 0 {
-		k := copy(c.carry[c.nc:], p)
-		c.nc += k
-		p = p[k:]
-		if c.nc < recSize {
-			return n, nil
-		}
-		c.record(c.carry[:])
-		c.nc = 0
-	}
-	for len(p) >= recSize {
-		c.record(p[:recSize])
-		p = p[recSize:]
-	}
-	c.nc = copy(c.carry[:], p)
-	return n, nil
-}
+func (c *checker) Write(p []byte) (int, error) { return c.k.Write(p) }
 
-// record checks one whole record (a WAL entry, or recSize stream bytes).
-func (c *checker) record(rec []byte) {
-	at := c.offset
-	c.offset += int64(len(rec))
-	if c.err != nil {
-		return
+// record checks one whole record (a WAL entry).
+func (c *checker) record(rec []byte) { c.k.Check(rec, -1, 0) }
+
+// result finishes the check once and returns the first problem, if any.
+func (c *checker) result(written []uint64) error {
+	if c.res == nil {
+		c.res = c.k.Finish()
+		c.records = c.res.Intact
 	}
-	wid, seq, ok := parseRecord(rec)
-	switch {
-	case !ok:
-		c.fail("record %d (byte %d, %d bytes): malformed", c.records, at, len(rec))
-	case wid >= len(c.next):
-		c.fail("record %d (byte %d): writer %d, want < %d", c.records, at, wid, len(c.next))
-	case !c.gaps && seq != c.next[wid]:
-		c.fail("record %d (byte %d): writer %d seq %d, want %d (lost, duplicated or reordered)", c.records, at, wid, seq, c.next[wid])
-	case c.gaps && seq < c.next[wid]:
-		c.fail("record %d (byte %d): writer %d seq %d after %d (duplicated or reordered)", c.records, at, wid, seq, c.next[wid]-1)
-	default:
-		c.next[wid] = seq + 1
-		c.records++
+	if c.res.ProblemCount > 0 {
+		return c.res.Problems[0]
 	}
+	if len(written) > c.writers {
+		return fmt.Errorf("%d writers, checker sized for %d", len(written), c.writers)
+	}
+	return nil
 }
 
 // finish checks the stream against what was written: written[w] records by
 // writer w, of which dropped (in total) were dropped by the contender and
 // reported as such. A strict checker requires dropped == 0.
 func (c *checker) finish(written []uint64, dropped uint64) error {
-	if c.err != nil {
-		return c.err
-	}
-	if c.nc != 0 {
-		return fmt.Errorf("stream ends with a partial record of %d bytes", c.nc)
-	}
-	if len(written) > len(c.next) {
-		return fmt.Errorf("%d writers, checker sized for %d", len(written), len(c.next))
+	if err := c.result(written); err != nil {
+		return err
 	}
 	var total uint64
 	for w, n := range written {
 		total += n
 		if c.gaps {
-			if c.next[w] > n {
-				return fmt.Errorf("writer %d: read seq %d, but it wrote only %d records", w, c.next[w]-1, n)
+			if next := c.k.Next(w); next > n {
+				return fmt.Errorf("writer %d: read seq %d, but it wrote only %d records", w, next-1, n)
 			}
-		} else if c.next[w] != n {
-			return fmt.Errorf("writer %d: read %d records, wrote %d", w, c.next[w], n)
+		} else if next := c.k.Next(w); next != n {
+			return fmt.Errorf("writer %d: read %d records, wrote %d", w, next, n)
 		}
 	}
 	if c.records+dropped != total {
@@ -163,18 +112,12 @@ func (c *checker) finish(written []uint64, dropped uint64) error {
 // records, and no writer's sequence number beyond what it wrote. The
 // count is the caller's to judge (c.records).
 func (c *checker) finishGaps(written []uint64) error {
-	if c.err != nil {
-		return c.err
-	}
-	if c.nc != 0 {
-		return fmt.Errorf("stream ends with a partial record of %d bytes", c.nc)
-	}
-	if len(written) > len(c.next) {
-		return fmt.Errorf("%d writers, checker sized for %d", len(written), len(c.next))
+	if err := c.result(written); err != nil {
+		return err
 	}
 	for w, n := range written {
-		if c.next[w] > n {
-			return fmt.Errorf("writer %d: read seq %d, but it wrote only %d records", w, c.next[w]-1, n)
+		if next := c.k.Next(w); next > n {
+			return fmt.Errorf("writer %d: read seq %d, but it wrote only %d records", w, next-1, n)
 		}
 	}
 	return nil
