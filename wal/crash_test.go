@@ -151,8 +151,8 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 				if !ok {
 					t.Fatalf("durable seq %d (writer %d #%d) lost; recovery %+v", a.seq, a.g, a.i, rec)
 				}
-				if g, i, _ := parsePayload(p); g != a.g || i != a.i {
-					t.Fatalf("seq %d holds writer %d #%d, acked writer %d #%d", a.seq, g, i, a.g, a.i)
+				if g, i, err := parsePayload(p); err != nil || g != a.g || i != a.i {
+					t.Fatalf("seq %d holds writer %d #%d (%v), acked writer %d #%d", a.seq, g, i, err, a.g, a.i)
 				}
 			}
 			if uint64(len(got)) != rec.NextSeq-rec.FirstSeq {
@@ -193,8 +193,8 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 				if !ok {
 					t.Fatalf("after second crash: durable seq %d lost", a.seq)
 				}
-				if g, i, _ := parsePayload(p); g != a.g || i != a.i {
-					t.Fatalf("after second crash: seq %d holds writer %d #%d, want %d #%d", a.seq, g, i, a.g, a.i)
+				if g, i, err := parsePayload(p); err != nil || g != a.g || i != a.i {
+					t.Fatalf("after second crash: seq %d holds writer %d #%d (%v), want %d #%d", a.seq, g, i, err, a.g, a.i)
 				}
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,6 +101,16 @@ func readAcrossGapsOn(t *testing.T, dir string, o *Options, ok func(seq uint64, 
 	return seqs, gaps
 }
 
+// segFirst returns the first sequence number a segment name encodes.
+func segFirst(t *testing.T, name string) uint64 {
+	t.Helper()
+	first, ok := parseSegmentName(name)
+	if !ok {
+		t.Fatalf("bad segment name %q", name)
+	}
+	return first
+}
+
 // recordOffset is the file offset of the k-th record (from 0) of a segment
 // of the gap tests' log.
 func recordOffset(k int) int64 { return frame.FileHeaderSize + int64(k)*_gapFrame }
@@ -175,7 +186,7 @@ func TestRepairKeepsIntactRecords(t *testing.T) {
 		if len(segs) < 9 {
 			t.Fatalf("%d segments, want 8 sealed and a tail", len(segs))
 		}
-		first, _ := parseSegmentName(segs[2])
+		first := segFirst(t, segs[2])
 		const k = 100
 		path := filepath.Join(dir, segs[2])
 		flipByte(t, path, recordOffset(k)+frame.HeaderSize+50)
@@ -212,7 +223,7 @@ func TestRepairKeepsIntactRecords(t *testing.T) {
 		dir := t.TempDir()
 		segs := buildGapLog(t, dir, _gapRecords)
 		tail := segs[len(segs)-1]
-		first, _ := parseSegmentName(tail)
+		first := segFirst(t, tail)
 		if _gapRecords-first < 20 {
 			t.Fatalf("tail holds %d records", _gapRecords-first)
 		}
@@ -233,8 +244,8 @@ func TestRepairKeepsIntactRecords(t *testing.T) {
 		dir := t.TempDir()
 		segs := buildGapLog(t, dir, _gapRecords)
 		noErr(t, os.Remove(filepath.Join(dir, segs[3])))
-		first, _ := parseSegmentName(segs[3])
-		end, _ := parseSegmentName(segs[4])
+		first := segFirst(t, segs[3])
+		end := segFirst(t, segs[4])
 		rep, err := Repair(dir, true, nil)
 		noErr(t, err)
 		want := []GapError{{Segment: segs[3], Offset: frame.FileHeaderSize, First: first, End: end}}
@@ -273,8 +284,8 @@ func TestRepairKeepsIntactRecords(t *testing.T) {
 	t.Run("two-damaged-places", func(t *testing.T) {
 		dir := t.TempDir()
 		segs := buildGapLog(t, dir, _gapRecords)
-		f1, _ := parseSegmentName(segs[1])
-		f5, _ := parseSegmentName(segs[5])
+		f1 := segFirst(t, segs[1])
+		f5 := segFirst(t, segs[5])
 		flipByte(t, filepath.Join(dir, segs[1]), recordOffset(0)+7) // a header byte of the first record
 		// Two adjacent records in segs[5]: one gap of two.
 		flipByte(t, filepath.Join(dir, segs[5]), recordOffset(200)+frame.HeaderSize+1)
@@ -300,8 +311,8 @@ func TestRepairKeepsIntactRecords(t *testing.T) {
 		path := filepath.Join(dir, segs[2])
 		st, err := os.Stat(path)
 		noErr(t, err)
-		first, _ := parseSegmentName(segs[2])
-		next, _ := parseSegmentName(segs[3])
+		first := segFirst(t, segs[2])
+		next := segFirst(t, segs[3])
 		k := int((next - first) - 3)
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		noErr(t, err)
@@ -326,7 +337,7 @@ func TestUnrecordedHoleIsCorruption(t *testing.T) {
 	tail := segs[len(segs)-1]
 	path := filepath.Join(dir, tail)
 	data := readFile(t, path)
-	first, _ := parseSegmentName(tail)
+	first := segFirst(t, tail)
 	// Rewrite the tail without its 3rd record: seqs jump by one.
 	k := 2
 	hole := append(append([]byte{}, data[:recordOffset(k)]...), data[recordOffset(k+1):]...)
@@ -367,8 +378,8 @@ func TestReaderFromSkipsEarlierGaps(t *testing.T) {
 	noErr(t, os.Remove(filepath.Join(dir, segs[3])))
 	_, err := Repair(dir, true, nil)
 	noErr(t, err)
-	first, _ := parseSegmentName(segs[3])
-	end, _ := parseSegmentName(segs[4])
+	first := segFirst(t, segs[3])
+	end := segFirst(t, segs[4])
 	for _, tc := range []struct {
 		from   uint64
 		report bool
@@ -456,7 +467,10 @@ func TestRepairSurvivesPowerCut(t *testing.T) {
 				f, err := fsys.OpenFile(filepath.Join(dir, name), os.O_RDONLY, 0)
 				noErr(t, err)
 				b := make([]byte, len(cut)+1)
-				k, _ := f.ReadAt(b, 0)
+				k, err := f.ReadAt(b, 0)
+				if err != nil && !errors.Is(err, io.EOF) {
+					t.Fatal(err)
+				}
 				noErr(t, f.Close())
 				found = found || bytes.Equal(b[:k], cut)
 			}

@@ -79,8 +79,8 @@ func TestConcurrentAppendsOneTotalOrder(t *testing.T) {
 					if !ok {
 						t.Fatalf("writer %d: seq %d missing", id, s)
 					}
-					if g2, _, _ := parsePayload(p); g2 != id {
-						t.Fatalf("seq %d returned to writer %d holds writer %d's record", s, id, g2)
+					if g2, _, err := parsePayload(p); err != nil || g2 != id {
+						t.Fatalf("seq %d returned to writer %d holds writer %d's record (%v)", s, id, g2, err)
 					}
 					if k > 0 && s <= ss[k-1] {
 						t.Fatalf("writer %d got seq %d after %d", id, s, ss[k-1])
