@@ -65,15 +65,19 @@ type Recovery struct {
 
 // Open opens the log in dir, creating the directory and the log if needed,
 // or recovering it: sealed segments are trusted by their footer (or, with
-// Options.VerifyOnOpen, CRC-scanned as well); the tail segment is CRC-scanned and a torn tail (damage past the last durable mark)
-// is cut and reported in Recovery. Damage where durable data lives is a
-// *CorruptionError naming segment and offset; Open never skips it.
+// Options.VerifyOnOpen, CRC-scanned as well); the tail segment is
+// CRC-scanned and a torn tail (damage past the last durable mark) is cut
+// and reported in Recovery. Damage where durable data lives is a
+// *CorruptionError naming segment and offset; Open never skips it. A gap a
+// forced Repair recorded is accepted (see GapError).
 //
 // Only one Log may have a log open at a time, in this process or another: a
 // second Open fails with an error wrapping ErrInUse that names the lock file
 // and its holder. A directory holding other files but no segment and no
-// LOCK file is refused with a *NotLogError (ErrNotLog); an empty or missing
-// directory becomes an empty log.
+// LOCK file appendlog wrote is refused with a *NotLogError (ErrNotLog); an
+// empty or missing directory becomes an empty log. Other failures name
+// their cause (a read-only file system, a permission, not a directory) and
+// wrap the system's error, so errors.Is(err, fs.ErrPermission) works.
 func Open(dir string, opts *Options) (*Log, error) {
 	o := opts.withDefaults()
 	if err := o.validate(); err != nil {
