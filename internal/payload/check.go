@@ -171,7 +171,7 @@ func (k *Checker) Check(p []byte, off int64, seq uint64) *Problem {
 	case k.tags.mod > 0:
 		w, c, err = k.tags.Decode(p)
 		if err == nil && len(p) != k.o.Size {
-			err = damaged(Torn, len(p), w, "record of %d bytes, want %d", len(p), k.o.Size)
+			err = damaged(Torn, -1, w, "record of %d bytes, want %d", len(p), k.o.Size)
 		}
 	default:
 		w, c, err = Decode(p)

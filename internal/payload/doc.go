@@ -16,24 +16,28 @@
 //	+--------+---+-------------+---+------- ... -------+---+----------+----+
 //	0        4   5             17  18                 n-10 n-9        n-1  n
 //
-// For example the 40-byte record of writer 3, counter 42:
+// For example the 40-byte record of writer 3, counter 42 (and its newline):
 //
 //	0003 00000000002a yzABCDEFGHIJ aaf39841
 //
 // Hex digits are lowercase, most significant first, zero-padded.
 //
-//   - check is CRC-32C (Castagnoli) of bytes [0,18) XOR n×0x9E3779B1 (mod
-//     2³²): it ties the head to the tail and to the record's length, so a
-//     record spliced from two, cut short or lengthened fails it.
+//   - check is a 32-bit hash of (w, c, n): splitmix64's finalizer of
+//     w<<48 | c XOR n×0x9e3779b97f4a7c15, its two halves XORed. It ties the
+//     head to the tail and to the record's length, so a record spliced from
+//     two, cut short or lengthened fails it; it is a hash of the parsed head
+//     rather than a CRC of its bytes because the head is parsed strictly
+//     (lowercase hex only), so its bytes and (w, c) determine each other,
+//     and hashing two integers inline is cheaper than a CRC call.
 //   - filler byte i (18 ≤ i < n-10) is fill(i) = "ghij…xyzABC…XYZ."[i mod
 //     47]: it depends on the position only, has no hex digit (grep for a
 //     head finds only that record) and no zero (a zero-filled hole is never
 //     filler). Byte n-10 is a space; at n = MinSize = 27 it is the head's.
 //
 // Every byte of a record is therefore fixed by (w, c, n): [Decode] checks
-// all of them, and a record passes only if it is byte for byte the one
+// all of them (hex digits are lowercase only), and a record passes only if it is byte for byte the one
 // [Encode] wrote. Encoding costs O(n) once per buffer ([Encode]) and O(1) per
-// record after that ([Stamp] rewrites the counter and check). Neither
+// record after that ([Stamp] rewrites the head and check). Neither
 // allocates.
 //
 // # Tiny records
@@ -53,7 +57,8 @@
 // … with nothing missing, repeated or out of order; or only increasing, for a
 // writer that may drop records; optionally a fall back to 0 as a restart),
 // counts, and reports every problem with where (record index, byte offset or
-// sequence number, byte within the record) and what ([Kind]). It is also an
+// sequence number, byte within the record) and what ([Kind]). [Checker.Gap]
+// marks records known to be lost (a recorded gap in a log). It is also an
 // [io.Writer] that splits a byte stream into fixed-size records or lines.
 //
 // # Concurrency

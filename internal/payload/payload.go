@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 )
 
 // These constants are part of the record format and must not change.
@@ -70,15 +71,9 @@ func Append(dst []byte, w int, c uint64, n int) ([]byte, error) {
 	if err := checkArgs(n, w, c); err != nil {
 		return dst, err
 	}
-	dst = grow(dst, n)
+	dst = slices.Grow(dst, n)
+	dst = dst[:len(dst)+n]
 	return dst, Encode(dst[len(dst)-n:], w, c)
-}
-
-func grow(dst []byte, n int) []byte {
-	if cap(dst)-len(dst) < n {
-		dst = append(dst[:cap(dst)], make([]byte, n)...)[:len(dst)]
-	}
-	return dst[:len(dst)+n]
 }
 
 func checkArgs(n, w int, c uint64) error {
