@@ -32,7 +32,7 @@ func waitUntil(t testing.TB, e *Engine, what string, cond func() bool) {
 	guard := time.NewTimer(_guard)
 	defer guard.Stop()
 	for {
-		ch := e.progress.Wait()
+		ch := e.Progress()
 		if cond() {
 			return
 		}
@@ -52,7 +52,7 @@ func advanceUntil(t testing.TB, e *Engine, clk *clock.Fake, what string, cond fu
 	guard := time.NewTimer(_guard)
 	defer guard.Stop()
 	for {
-		progress, timers := e.progress.Wait(), clk.Changed()
+		progress, timers := e.Progress(), clk.Changed()
 		if cond() {
 			return
 		}
@@ -957,8 +957,8 @@ func (s *gateSink) Sync() error { return nil }
 // TestFullWritesWhileProducersRefill: the flusher reads the frontier again
 // before each write, so producers that refill the space a write released
 // turn 1.5 MaxWrite of committed bytes into two full writes, not a full one
-// and a half one (with O_DIRECT the half writes had locked into alternating
-// with the full ones).
+// and a half one, so half writes cannot lock into alternating with full
+// ones.
 func TestFullWritesWhileProducersRefill(t *testing.T) {
 	const kb = 1 << 10
 	sink := &gateSink{entered: make(chan struct{}), gate: make(chan struct{})}
@@ -1109,5 +1109,75 @@ func TestCloseWaitsForLateCommit(t *testing.T) {
 	}
 	if st := e.Stats(); st.Synced != 300 {
 		t.Fatalf("synced %d of 300 bytes", st.Synced)
+	}
+}
+
+// TestWakeAfter pins the flusher's next-wake step: how long it sleeps for
+// each kind of pending work, or -1 (idle until kicked).
+func TestWakeAfter(t *testing.T) {
+	const ms = time.Millisecond
+	now := time.Unix(1e9, 0)
+	for _, tc := range []struct {
+		name      string
+		cfg       Config
+		pos, w, s uint64
+		demand    bool
+		dataSince time.Duration // before now; 0: no unsynced data seen
+		lastSync  time.Duration // before now
+		want      time.Duration
+	}{
+		{name: "nothing-to-do", cfg: Config{Sync: SyncNever}, pos: 100, w: 100, s: 100, want: -1},
+		{name: "written-unsynced-never", cfg: Config{Sync: SyncNever}, pos: 100, w: 100, s: 0, dataSince: ms, want: -1},
+		{name: "pending-unpaced", cfg: Config{Sync: SyncNever}, pos: 100, w: 0, s: 0, want: DefaultFlushInterval},
+		{name: "pending-demand", cfg: Config{Sync: SyncNever}, pos: 100, w: 0, s: 0, demand: true, want: _demandWake},
+		{name: "batch-age-left", cfg: Config{Sync: SyncBatch, BatchAge: 5 * ms}, pos: 100, w: 100, s: 0, dataSince: 3 * ms, want: 2 * ms},
+		{name: "batch-age-overdue", cfg: Config{Sync: SyncBatch, BatchAge: 5 * ms}, pos: 100, w: 100, s: 0, dataSince: 9 * ms, want: 0},
+		{name: "batch-before-flush", cfg: Config{Sync: SyncBatch, BatchAge: 5 * ms}, pos: 200, w: 100, s: 0, dataSince: 4 * ms, want: ms},
+		{name: "interval-left", cfg: Config{Sync: SyncInterval, SyncEvery: 5 * ms}, pos: 100, w: 0, s: 0, dataSince: ms, lastSync: 4 * ms, want: ms},
+		{name: "interval-after-flush", cfg: Config{Sync: SyncInterval, SyncEvery: 50 * ms}, pos: 100, w: 0, s: 0, dataSince: ms, want: DefaultFlushInterval},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.FlushInterval = DefaultFlushInterval
+			tc.cfg.FlushBytes = 1 << 20
+			f := &flusher{cfg: &tc.cfg, lastSync: now.Add(-tc.lastSync)}
+			if tc.dataSince != 0 {
+				f.dataSince = now.Add(-tc.dataSince)
+			}
+			if got := f.wakeAfter(plan{now: now, demand: tc.demand}, tc.pos, tc.w, tc.s); got != tc.want {
+				t.Fatalf("wakeAfter = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSyncDue pins when a pass syncs what it wrote.
+func TestSyncDue(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		w, s     uint64
+		syncReq  uint64
+		stopping bool
+		p        plan
+		want     bool
+	}{
+		{name: "nothing-written", cfg: Config{Sync: SyncBatch, BatchBytes: 1}, w: 10, s: 10, syncReq: 20, stopping: true, want: false},
+		{name: "never", cfg: Config{Sync: SyncNever}, w: 10, want: false},
+		{name: "requested", cfg: Config{Sync: SyncNever}, w: 10, syncReq: 5, want: true},
+		{name: "request-covered", cfg: Config{Sync: SyncNever}, w: 10, s: 5, syncReq: 5, want: false},
+		{name: "stopping", cfg: Config{Sync: SyncNever}, w: 10, stopping: true, want: true},
+		{name: "interval-due", cfg: Config{Sync: SyncInterval}, w: 10, p: plan{dueInterval: true}, want: true},
+		{name: "batch-bytes", cfg: Config{Sync: SyncBatch, BatchBytes: 10}, w: 10, want: true},
+		{name: "batch-small", cfg: Config{Sync: SyncBatch, BatchBytes: 11}, w: 10, want: false},
+		{name: "batch-age", cfg: Config{Sync: SyncBatch, BatchBytes: 11}, w: 10, p: plan{dueBatch: true}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &Engine{cfg: tc.cfg}
+			e.syncReq.Store(tc.syncReq)
+			f := &flusher{e: e, cfg: &e.cfg, stopping: tc.stopping}
+			if got := f.syncDue(tc.p, tc.w, tc.s); got != tc.want {
+				t.Fatalf("syncDue = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -4,10 +4,22 @@ import (
 	"math"
 	"runtime"
 	"time"
+
+	"github.com/appendlog/appendlog/internal/engine/clock"
 )
 
-// flushLoop is the flusher goroutine. It owns written, synced, released and
-// releasedSeq, and is the only caller of the Sink.
+// flusher is the state of the flusher goroutine, which owns written,
+// synced, released and releasedSeq and is the only caller of the Sink.
+// Every field is owned by that goroutine.
+//
+// Each pass of its loop (run) takes four steps:
+//
+//  1. park: wait for a kick, the timer, a finished sync or Close;
+//  2. decide: read the claimed, written and synced positions, the waiters'
+//     requests and the sync policy, and say whether to write now;
+//  3. flush: write every committed byte, then sync if a sync is due;
+//  4. sleep: choose the next wake-up: another pass at once, the timer, or
+//     idle until a producer's commit kicks it.
 //
 // A wake-up from idle (the first commit after a quiet spell) only arms the
 // flush timer: writing a few records per wake-up would make producers and
@@ -20,218 +32,354 @@ import (
 // FlushBytes more are expected at the claim rate it measured, so producers
 // need not wake it (Commit wakes it only past half a ring, when someone
 // waits, or when it is idle).
-func (e *Engine) flushLoop() {
+type flusher struct {
+	e   *Engine
+	cfg *Config
+
+	timer   clock.Timer
+	timerAt time.Time // when the armed timer fires; zero when not armed
+
+	gather    groupGather
+	pace      pacer
+	lastSync  time.Time // when the last sync completed
+	dataSince time.Time // when the flusher first saw the oldest unsynced byte; zero if none
+	stopping  bool      // Close stopped the engine: write and sync everything, then exit
+
+	// syncer runs a PipelinedSink's syncs; nil for any other Sink.
+	syncer *syncer
+}
+
+// _demandWake is how soon the flusher looks again when a waiter waits on
+// bytes that are claimed but still being copied.
+const _demandWake = 50 * time.Microsecond
+
+func newFlusher(e *Engine) *flusher {
+	f := &flusher{e: e, cfg: &e.cfg, timer: e.newTimer(time.Hour), lastSync: e.now()}
+	f.timer.Stop()
+	if ps, ok := e.sink.(PipelinedSink); ok {
+		f.syncer = newSyncer(e, ps)
+	}
+	return f
+}
+
+// run is the flusher goroutine. It returns once Close has stopped the
+// engine and every claimed byte is written and synced, or at Close after a
+// failure. It joins the syncer, then closes done.
+func (f *flusher) run() {
+	e := f.e
 	defer close(e.done)
 	defer e.progress.Broadcast()
-
-	timer := e.newTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	var timerAt time.Time // when the armed timer fires; zero when not armed
-	arm := func(d time.Duration) {
-		d = max(d, time.Microsecond)
-		at := e.now().Add(d)
-		if !timerAt.IsZero() && !at.Before(timerAt) {
-			return // already due sooner
-		}
-		timer.Reset(d) // no stale fire is received after Reset
-		timerAt = at
+	if f.syncer != nil {
+		defer f.syncer.stop() // a sync in flight finishes before the sink is closed
 	}
-
-	cfg := &e.cfg
-	var gather groupGather
-	var pace pacer
-	lastSync := e.now()
-	var dataSince time.Time // when the flusher first saw the oldest unsynced byte
-	stopping := false
-
-	// A PipelinedSink's syncs run on the syncer goroutine while the flusher
-	// goes on writing; at most one is in flight (syncTarget: the written
-	// position it covers, 0 if none).
-	ps, pipelined := e.sink.(PipelinedSink)
-	var syncTarget uint64
-	var syncStarted time.Time
-	var jobs chan func() error
-	var results chan error
-	if pipelined {
-		jobs = make(chan func() error) // unbuffered: the syncer is idle when one is sent
-		results = make(chan error, 1)  // the syncer never waits for the flusher
-		syncerDone := make(chan struct{})
-		go func() {
-			defer close(syncerDone)
-			for fn := range jobs {
-				results <- fn()
-				e.wake()
-			}
-		}()
-		defer func() {
-			close(jobs)
-			<-syncerDone
-		}()
-	}
-	// syncDone records a completed sync of everything below target.
-	syncDone := func(target uint64, started time.Time) {
-		gather.end(e)
-		e.stats.syncs.Add(1)
-		e.synced.Store(target)
-		lastSync = e.now()
-		dataSince = time.Time{}
-		if e.written.Load() > target {
-			dataSince = started // the oldest unsynced byte came after the sync began
-		}
-	}
+	defer f.timer.Stop()
 	for {
-		fired := false
-		var res error
-		gotResult := false
-		switch {
-		case stopping && syncTarget != 0:
-			res, gotResult = <-results, true
-		case !stopping:
-			// Parked: due when the timer fires (or never, until a kick).
-			if timerAt.IsZero() {
-				e.due.Store(math.MaxInt64)
-			} else {
-				e.due.Store(e.nanos(timerAt) + int64(_lateSlack))
-			}
-			select {
-			case <-e.kick:
-			case <-timer.C():
-				timerAt = time.Time{}
-				fired = true
-			case res = <-results:
-				gotResult = true
-			case <-e.stop:
-				stopping = true
-			}
-		}
-		if e.idle.Load() {
-			e.idle.Store(false)
-		}
-		e.due.Store(e.nanos(e.now()) + int64(_lateSlack))
-		if gotResult {
-			if res != nil {
-				e.fail(res)
-			} else {
-				syncDone(syncTarget, syncStarted)
-				e.progress.Broadcast()
-			}
-			syncTarget = 0
-		}
+		fired := f.park()
 		if e.failed.Load() != nil {
-			if stopping {
-				if syncTarget != 0 {
-					<-results // let the syncer finish before the sink is closed
-				}
+			if f.stopping {
 				return
 			}
 			e.progress.Broadcast() // nothing more is written; keep waiters informed until Close
 			continue
 		}
-
-		pos, _ := e.Tail()
-		w, s := e.written.Load(), e.synced.Load()
-		now := e.now()
-		if (pos > w || w > s) && dataSince.IsZero() {
-			dataSince = now
-		}
-		demand := e.waiters.Load() != 0 || e.flushReq.Load() > w || e.syncReq.Load() > s
-		dueBatch := cfg.Sync == SyncBatch && !dataSince.IsZero() && now.Sub(dataSince) >= cfg.BatchAge
-		dueInterval := cfg.Sync == SyncInterval && (pos > s) && now.Sub(lastSync) >= cfg.SyncEvery
-		urgent := stopping || fired || demand || pos-w >= uint64(cfg.FlushBytes) || dueBatch || dueInterval
-
-		progressed := false
-		if urgent {
-			if !stopping && e.syncReq.Load() > s {
-				gather.wait(e)
-			}
-			progressed = e.writeCommitted()
-			w = e.written.Load()
-			needSync := false
-			if w > s {
-				switch {
-				case e.syncReq.Load() > s, stopping, dueInterval:
-					needSync = true
-				case cfg.Sync == SyncBatch:
-					needSync = dueBatch || w-s >= uint64(cfg.BatchBytes)
-				}
-			}
-			switch {
-			case !needSync:
-			case pipelined && syncTarget != 0:
-				// One sync in flight; its completion brings the loop round.
-			case pipelined:
-				gather.begin(e)
-				syncTarget, syncStarted = w, e.now()
-				jobs <- ps.PrepareSync()
-			default:
-				gather.begin(e)
-				started := e.now()
-				if err := e.sink.Sync(); err != nil {
-					e.fail(err)
-					continue
-				}
-				syncDone(w, started)
-				progressed = true
-			}
+		p := f.decide(fired)
+		progressed := p.urgent && f.flush(p)
+		if e.failed.Load() != nil {
+			continue // fail broadcast it; the next pass exits or parks
 		}
 		if progressed {
 			e.progress.Broadcast()
 		}
-
-		pos, _ = e.Tail()
-		w, s = e.written.Load(), e.synced.Load()
-		if stopping {
-			// Close set the closed bit before stop, so pos is final: wait
-			// for the last producers to commit, then write and sync it all.
-			if w >= pos && s >= pos && syncTarget == 0 {
+		if f.stopping {
+			// Close set the closed bit before stop, so the claimed position
+			// is final: wait for the last producers to commit, then write
+			// and sync it all.
+			if f.finished() {
 				return
 			}
-			if !progressed && syncTarget == 0 && e.failed.Load() == nil {
-				// Claims not yet committed: Close keeps waiters
-				// non-zero, so their commits kick.
-				if e.onCommitWait != nil {
-					e.onCommitWait()
-				}
-				<-e.kick
+			if !progressed && !f.syncing() {
+				f.awaitCommit()
 			}
 			continue
 		}
-		pending := pos > w
-		if progressed && pending && (demand || pos-w >= uint64(cfg.FlushBytes)) {
-			e.wake() // more is wanted now: go round again at once
-			continue
+		f.sleep(p, progressed)
+	}
+}
+
+// park waits for the next reason to make a pass: a kick, the timer, a
+// finished pipelined sync, or stop. Once stopping it waits only for a sync
+// in flight. It reports whether the timer fired.
+func (f *flusher) park() (fired bool) {
+	e := f.e
+	var res error
+	gotResult := false
+	switch {
+	case f.stopping && f.syncing():
+		res, gotResult = <-f.syncer.results, true
+	case !f.stopping:
+		// Parked: due when the timer fires (or never, until a kick).
+		if f.timerAt.IsZero() {
+			e.due.Store(math.MaxInt64)
+		} else {
+			e.due.Store(e.nanos(f.timerAt) + int64(_lateSlack))
 		}
-		d := time.Duration(-1)
-		if pending {
-			d = min(cfg.FlushInterval, pace.next(pos, now, uint64(cfg.FlushBytes)))
-			if demand {
-				d = 50 * time.Microsecond // a waiter waits on bytes still being copied
-			}
+		var results <-chan error // nil, never ready, without a syncer
+		if f.syncer != nil {
+			results = f.syncer.results
 		}
-		if (pending || w > s) && !dataSince.IsZero() {
-			switch cfg.Sync {
-			case SyncBatch:
-				d = minDur(d, cfg.BatchAge-now.Sub(dataSince))
-			case SyncInterval:
-				d = minDur(d, cfg.SyncEvery-now.Sub(lastSync))
-			}
-		}
-		if d >= 0 {
-			arm(d)
-			continue
-		}
-		if timerAt.IsZero() {
-			// Nothing to do until a producer commits. Announce idleness,
-			// then look once more so a commit racing with the store is not
-			// missed (a producer loads idle after its commit).
-			e.idle.Store(true)
-			if p, _ := e.Tail(); p > e.written.Load() {
-				e.wake()
-			}
-			e.progress.Broadcast() // idleness is observable (tests wait for it)
+		select {
+		case <-e.kick:
+		case <-f.timer.C():
+			f.timerAt = time.Time{}
+			fired = true
+		case res = <-results:
+			gotResult = true
+		case <-e.stop:
+			f.stopping = true
 		}
 	}
+	if e.idle.Load() {
+		e.idle.Store(false)
+	}
+	e.due.Store(e.nanos(e.now()) + int64(_lateSlack))
+	if gotResult {
+		if res != nil {
+			e.fail(res)
+		} else {
+			f.syncDone(f.syncer.target, f.syncer.started)
+			e.progress.Broadcast()
+		}
+		f.syncer.target = 0
+	}
+	return fired
+}
+
+// plan is what a pass found (decide) and what it acts on (flush, sleep).
+type plan struct {
+	now         time.Time
+	demand      bool // a goroutine waits on the flusher, or asked for a flush or sync not yet done
+	dueBatch    bool // SyncBatch: the oldest unsynced byte is BatchAge old
+	dueInterval bool // SyncInterval: SyncEvery has passed since the last sync, with bytes to sync
+	urgent      bool // write now rather than wait for more
+}
+
+// decide reads the engine's positions and requests and says whether this
+// pass writes: when stopping, when the timer fired, on demand, when
+// FlushBytes are claimed but unwritten, or when the sync policy is due.
+func (f *flusher) decide(fired bool) plan {
+	e, cfg := f.e, f.cfg
+	pos, _ := e.Tail()
+	w, s := e.written.Load(), e.synced.Load()
+	p := plan{now: e.now()}
+	if (pos > w || w > s) && f.dataSince.IsZero() {
+		f.dataSince = p.now
+	}
+	p.demand = e.waiters.Load() != 0 || e.flushReq.Load() > w || e.syncReq.Load() > s
+	p.dueBatch = cfg.Sync == SyncBatch && !f.dataSince.IsZero() && p.now.Sub(f.dataSince) >= cfg.BatchAge
+	p.dueInterval = cfg.Sync == SyncInterval && pos > s && p.now.Sub(f.lastSync) >= cfg.SyncEvery
+	p.urgent = f.stopping || fired || p.demand || pos-w >= uint64(cfg.FlushBytes) || p.dueBatch || p.dueInterval
+	return p
+}
+
+// flush writes every committed byte, then syncs if a sync is due: at once
+// for a Sink, on the syncer for a PipelinedSink (one in flight at a time).
+// It reports whether the written or synced position advanced. After a sink
+// error the engine has failed.
+func (f *flusher) flush(p plan) (progressed bool) {
+	e := f.e
+	s := e.synced.Load()
+	if !f.stopping && e.syncReq.Load() > s {
+		f.gather.wait(e)
+	}
+	progressed = e.writeCommitted()
+	w := e.written.Load()
+	if !f.syncDue(p, w, s) {
+		return progressed
+	}
+	switch {
+	case f.syncing():
+		// Its completion brings the loop round.
+	case f.syncer != nil:
+		f.gather.begin(e)
+		f.syncer.start(w, e.now())
+	default:
+		f.gather.begin(e)
+		started := e.now()
+		if err := e.sink.Sync(); err != nil {
+			e.fail(err)
+			return false
+		}
+		f.syncDone(w, started)
+		progressed = true
+	}
+	return progressed
+}
+
+// syncDue reports whether the bytes written below w, synced below s, need
+// a sync now: one was asked for, Close is stopping, or the policy is due.
+func (f *flusher) syncDue(p plan, w, s uint64) bool {
+	if w <= s {
+		return false
+	}
+	switch {
+	case f.e.syncReq.Load() > s, f.stopping, p.dueInterval:
+		return true
+	case f.cfg.Sync == SyncBatch:
+		return p.dueBatch || w-s >= uint64(f.cfg.BatchBytes)
+	}
+	return false
+}
+
+// syncDone records a completed sync of every byte below target, which
+// started at started.
+func (f *flusher) syncDone(target uint64, started time.Time) {
+	e := f.e
+	f.gather.end(e)
+	e.stats.syncs.Add(1)
+	e.synced.Store(target)
+	f.lastSync = e.now()
+	f.dataSince = time.Time{}
+	if e.written.Load() > target {
+		f.dataSince = started // the oldest unsynced byte came after the sync began
+	}
+}
+
+// syncing reports whether a pipelined sync is in flight.
+func (f *flusher) syncing() bool { return f.syncer != nil && f.syncer.target != 0 }
+
+// finished reports whether, once stopping, every claimed byte is written
+// and synced and no sync is in flight.
+func (f *flusher) finished() bool {
+	pos, _ := f.e.Tail()
+	return f.e.written.Load() >= pos && f.e.synced.Load() >= pos && !f.syncing()
+}
+
+// awaitCommit waits, once stopping, for a producer's commit: Close keeps
+// waiters non-zero, so every commit kicks.
+func (f *flusher) awaitCommit() {
+	if f.e.onCommitWait != nil {
+		f.e.onCommitWait()
+	}
+	<-f.e.kick
+}
+
+// sleep chooses how the flusher waits for its next pass: another pass at
+// once when more is wanted now, the timer when bytes wait to be written or
+// synced (wakeAfter), or idle until a producer's commit kicks it.
+func (f *flusher) sleep(p plan, progressed bool) {
+	e := f.e
+	pos, _ := e.Tail()
+	w, s := e.written.Load(), e.synced.Load()
+	if progressed && pos > w && (p.demand || pos-w >= uint64(f.cfg.FlushBytes)) {
+		e.wake() // more is wanted now: go round again at once
+		return
+	}
+	if d := f.wakeAfter(p, pos, w, s); d >= 0 {
+		f.arm(d)
+		return
+	}
+	if f.timerAt.IsZero() {
+		f.idle()
+	}
+}
+
+// wakeAfter returns how long the flusher may sleep with the claimed,
+// written and synced positions pos, w and s, or -1 when it has nothing to
+// do until kicked. Unwritten bytes wait until FlushBytes more are expected
+// at the pacer's rate, at most FlushInterval (or _demandWake when someone
+// waits); unsynced bytes until the sync policy is due.
+func (f *flusher) wakeAfter(p plan, pos, w, s uint64) time.Duration {
+	cfg := f.cfg
+	pending := pos > w
+	d := time.Duration(-1)
+	if pending {
+		d = min(cfg.FlushInterval, f.pace.next(pos, p.now, uint64(cfg.FlushBytes)))
+		if p.demand {
+			d = _demandWake
+		}
+	}
+	if (pending || w > s) && !f.dataSince.IsZero() {
+		switch cfg.Sync {
+		case SyncBatch:
+			d = minDur(d, cfg.BatchAge-p.now.Sub(f.dataSince))
+		case SyncInterval:
+			d = minDur(d, cfg.SyncEvery-p.now.Sub(f.lastSync))
+		}
+	}
+	return d
+}
+
+// arm sets the timer to fire after d (at least a microsecond), unless it
+// is already due sooner.
+func (f *flusher) arm(d time.Duration) {
+	d = max(d, time.Microsecond)
+	at := f.e.now().Add(d)
+	if !f.timerAt.IsZero() && !at.Before(f.timerAt) {
+		return
+	}
+	f.timer.Reset(d) // no stale fire is received after Reset
+	f.timerAt = at
+}
+
+// idle announces that the flusher has nothing to do until a producer
+// commits, then looks once more so that a commit racing with the
+// announcement is not missed (a producer loads idle after its commit).
+// Going idle is broadcast as progress, so tests can wait for it.
+func (f *flusher) idle() {
+	e := f.e
+	e.idle.Store(true)
+	if p, _ := e.Tail(); p > e.written.Load() {
+		e.wake()
+	}
+	e.progress.Broadcast()
+}
+
+// syncer runs a PipelinedSink's syncs on its own goroutine, so that the
+// flusher goes on writing while one runs. At most one is in flight.
+type syncer struct {
+	e       *Engine
+	sink    PipelinedSink
+	jobs    chan func() error // unbuffered: the syncer is idle when one is sent
+	results chan error        // capacity 1: the syncer never waits for the flusher
+	done    chan struct{}     // closed when run returns
+
+	// Flusher only.
+	target  uint64    // the written position the sync in flight covers; 0 if none
+	started time.Time // when the sync in flight started
+}
+
+func newSyncer(e *Engine, sink PipelinedSink) *syncer {
+	return &syncer{
+		e:       e,
+		sink:    sink,
+		jobs:    make(chan func() error),
+		results: make(chan error, 1),
+		done:    make(chan struct{}),
+	}
+}
+
+// run is the syncer goroutine: it runs each sync it is handed, sends the
+// result and kicks the flusher. It returns when stop closes jobs.
+func (s *syncer) run() {
+	defer close(s.done)
+	for fn := range s.jobs {
+		s.results <- fn()
+		s.e.wake()
+	}
+}
+
+// start hands the syncer a sync of every byte written below w, prepared on
+// the flusher. REQUIRES: no sync in flight; called by the flusher.
+func (s *syncer) start(w uint64, now time.Time) {
+	s.target, s.started = w, now
+	s.jobs <- s.sink.PrepareSync()
+}
+
+// stop lets a sync in flight finish and joins the syncer goroutine.
+// REQUIRES: called by the flusher, once, as it exits.
+func (s *syncer) stop() {
+	close(s.jobs)
+	<-s.done
 }
 
 // minWindow estimates how long a Sink.Write takes as the fastest of the
@@ -241,12 +389,11 @@ func (e *Engine) flushLoop() {
 // The estimate shapes what it measures. When producers never wait (Drop),
 // a flusher whose sink call is over often gets a CPU only when a producer
 // yields to it, and producers yield once Late says so, at the estimate plus
-// _lateSlack. Every write then looks at least that long, and the minimum
-// creeps up: with 8 producers on 2 CPUs and a 1 ms sink it settled at
-// 1.45 ms a write, and 30 % of records were dropped for want of sink
-// time (BenchmarkDropLatency). So every probeEvery-th write is expected
-// sooner, at 3/4 of the estimate (next): if the sink is faster than the
-// estimate, that write shows it.
+// _lateSlack. Every write then looks at least that long, the minimum
+// creeps up, and records are dropped for want of sink time
+// (BenchmarkDropLatency, ms-per-write). So every probeEvery-th write is
+// expected sooner, at 3/4 of the estimate (next): if the sink is faster
+// than the estimate, that write shows it.
 type minWindow struct {
 	d [64]int64
 	n int
@@ -290,7 +437,7 @@ func (w *minWindow) est() int64 {
 // netpoller sleeps in epoll_wait, whose timeout is in milliseconds
 // (golang/go#53824). At claim rates where FlushBytes takes less, the
 // flusher wakes late and the producers' kick past half a ring takes over,
-// one wake-up per lap (BENCHMARKS.md, writer, session 4).
+// one wake-up per lap (BenchmarkWrite, sink=null).
 type pacer struct {
 	pos  uint64    // claimed position at the last sample
 	at   time.Time // time of the last sample
@@ -384,12 +531,11 @@ func minDur(a, b time.Duration) time.Duration {
 //
 // It reads the frontier again before each write: producers fill the space
 // each write released while the next one runs, so a range of 1.5 MaxWrite
-// becomes two full writes rather than a full and a half one (with O_DIRECT
-// on the test VM the half writes had locked into alternating with the full
-// ones). Past the range committed when it was called it
-// goes on only while a FlushBytes batch is ready (smaller ones wait for the
-// pacer), and for at most Size bytes, so that syncs, timers and Close are
-// served between.
+// becomes two full writes rather than a full and a half one, which could
+// otherwise lock into alternating (TestFullWritesWhileProducersRefill).
+// Past the range committed when it was called it goes on only while a
+// FlushBytes batch is ready (smaller ones wait for the pacer), and for at
+// most Size bytes, so that syncs, timers and Close are served between.
 func (e *Engine) writeCommitted() bool {
 	w := e.written.Load()
 	first := e.frontier(w)
