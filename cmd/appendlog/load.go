@@ -360,18 +360,7 @@ func (r *loadRun) finish(elapsed time.Duration, runErr error) error {
 		fmt.Fprintf(r.stdout, "durable %d\n", durable)
 	}
 
-	// The log's counters, not the writers': after a failure the log may
-	// hold fewer records than Append accepted.
-	res.Records = int64(st.NextSeq - res.FirstSeq)
-	if durable >= res.FirstSeq {
-		res.DurableRecords = int64(durable - res.FirstSeq + 1)
-	}
-	// Stats.Written counts the bytes of the log's completed writes. A write
-	// that failed part way (ENOSPC preallocating the next segment) may have
-	// handed earlier whole segments to the OS, even made them durable,
-	// without being counted: durable records were written either way.
-	written := int64(st.Written / uint64(f.size+frame.HeaderSize))
-	res.WrittenRecords = min(max(written, res.DurableRecords), res.Records)
+	res.Records, res.WrittenRecords, res.DurableRecords = recordCounts(st, res.FirstSeq, f.size)
 	res.Bytes = res.Records * int64(f.size)
 	res.FrameBytes = res.Records * int64(f.size+frame.HeaderSize)
 	res.Seconds = elapsed.Seconds()
@@ -403,6 +392,24 @@ func (r *loadRun) finish(elapsed time.Duration, runErr error) error {
 		return &exitError{exitFailure}
 	}
 	return nil
+}
+
+// recordCounts returns how many records of size bytes, from seq first on,
+// the log with counters st accepted (appended), handed to the OS (written)
+// and made durable. These are the log's counters, not the writers': after a
+// failure the log holds fewer records than Append accepted.
+func recordCounts(st wal.Stats, first uint64, size int) (appended, written, durable int64) {
+	appended = int64(st.NextSeq - first)
+	if st.DurableSeq >= first {
+		durable = int64(st.DurableSeq - first + 1)
+	}
+	// Stats.Written counts the bytes of the log's completed writes. A write
+	// that failed part way (ENOSPC preallocating the next segment) may have
+	// handed earlier whole segments to the OS, even made them durable,
+	// without being counted: durable records were written either way.
+	written = int64(st.Written / uint64(size+frame.HeaderSize))
+	written = min(max(written, durable), appended)
+	return appended, written, durable
 }
 
 // checkSpace refuses a run whose records need more bytes than the file

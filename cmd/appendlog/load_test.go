@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appendlog/appendlog/frame"
 	"github.com/appendlog/appendlog/internal/sys"
 	"github.com/appendlog/appendlog/wal"
 )
@@ -247,5 +248,29 @@ func TestLoadVerifyOnOpen(t *testing.T) {
 	expect(t, r, exitFailure, "open log", segs[1])
 	if after := segments(t, dir); strings.Join(after, " ") != strings.Join(before, " ") {
 		t.Fatalf("refused load changed the segments: %v, then %v", before, after)
+	}
+}
+
+func TestRecordCounts(t *testing.T) {
+	const size, rec = 100, 100 + frame.HeaderSize
+	for _, tt := range []struct {
+		name                       string
+		st                         wal.Stats
+		first                      uint64
+		appended, written, durable int64
+	}{
+		{"empty", wal.Stats{NextSeq: 1}, 1, 0, 0, 0},
+		{"all durable", wal.Stats{NextSeq: 11, DurableSeq: 10, Written: 10 * rec}, 1, 10, 10, 10},
+		{"buffered, part written", wal.Stats{NextSeq: 11, DurableSeq: 3, Written: 5*rec + rec/2}, 1, 10, 5, 3},
+		{"second run", wal.Stats{NextSeq: 111, DurableSeq: 100, Written: 4 * rec}, 101, 10, 4, 0},
+		{"durable beyond completed writes", wal.Stats{NextSeq: 11, DurableSeq: 8, Written: 6 * rec}, 1, 10, 8, 8},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, w, d := recordCounts(tt.st, tt.first, size)
+			if a != tt.appended || w != tt.written || d != tt.durable {
+				t.Fatalf("recordCounts(%+v, %d) = appended %d, written %d, durable %d; want %d, %d, %d",
+					tt.st, tt.first, a, w, d, tt.appended, tt.written, tt.durable)
+			}
+		})
 	}
 }
