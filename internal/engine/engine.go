@@ -642,6 +642,13 @@ func (e *Engine) Synced() uint64 { return e.synced.Load() }
 // engine's own timing (with a clock.Fake) without changing it.
 func (e *Engine) Progress() <-chan struct{} { return e.progress.Wait() }
 
+// Idle reports whether the flusher is asleep with nothing to do: every
+// claimed byte it has seen is written, its sync policy has nothing due, and
+// no timer of its own is armed. Only a producer's commit (or a waiter)
+// wakes it. Going idle is broadcast on Progress, so a test with a
+// clock.Fake can wait for Idle to know that no timer will fire.
+func (e *Engine) Idle() bool { return e.idle.Load() }
+
 // Err returns the sticky error that failed the engine, or nil.
 func (e *Engine) Err() error {
 	if p := e.failed.Load(); p != nil {

@@ -496,7 +496,7 @@ func TestSyncModes(t *testing.T) {
 		advanceUntil(t, e, clk, "written by the flush timer", func() bool { return e.Written() >= c.Pos+100 })
 		// Once idle with no timer armed, the flusher does nothing until
 		// kicked: it cannot sync on its own.
-		advanceUntil(t, e, clk, "the flusher goes idle", func() bool { return e.idle.Load() && clk.Timers() == 0 })
+		advanceUntil(t, e, clk, "the flusher goes idle", func() bool { return e.Idle() && clk.Timers() == 0 })
 		if n := e.Stats().Syncs; n != 0 {
 			t.Fatalf("SyncNever synced on its own (%d syncs)", n)
 		}
@@ -1005,7 +1005,7 @@ func TestIdleWakeRacingProducers(t *testing.T) {
 	const producers, rounds = 4, 200
 	want := make([]uint32, producers)
 	for round := range rounds {
-		waitUntil(t, e, fmt.Sprintf("round %d: the flusher goes idle", round), e.idle.Load)
+		waitUntil(t, e, fmt.Sprintf("round %d: the flusher goes idle", round), e.Idle)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for id := range producers {
