@@ -3,6 +3,7 @@ package payload
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -238,11 +239,6 @@ func TestCheckerSplitsAnywhere(t *testing.T) {
 }
 
 func TestCheckerOrder(t *testing.T) {
-	type obs struct {
-		w  int
-		c  uint64
-		ok bool
-	}
 	tests := []struct {
 		name string
 		o    Options
@@ -268,38 +264,85 @@ func TestCheckerOrder(t *testing.T) {
 		{"gap, then a restart", Options{Restarts: true}, []obs{{0, 0, true}, {0, 1, true}, {-1, 0, true}, {0, 0, true}, {0, 1, true}}, 0},
 		{"one jump per gap", Options{}, []obs{{0, 0, true}, {-1, 0, true}, {0, 3, true}, {0, 5, false}}, Missing},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			k, err := NewChecker(tt.o)
+	for _, size := range []int{0, 32} {
+		for _, tt := range tests {
+			tt.o.Size = size
+			t.Run(fmt.Sprintf("size=%d/%s", size, tt.name), func(t *testing.T) {
+				checkOrder(t, tt.o, tt.seq, tt.kind)
+			})
+		}
+	}
+}
+
+type obs struct {
+	w  int
+	c  uint64
+	ok bool
+}
+
+// checkOrder feeds a Checker of options o the records seq names (w < 0:
+// a Gap) and expects a problem of kind at the first record not ok.
+func checkOrder(t *testing.T, o Options, seq []obs, kind Kind) {
+	k, err := NewChecker(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := int64(0)
+	for i, ob := range seq {
+		if ob.w < 0 {
+			k.Gap()
+			continue
+		}
+		rec++
+		p, err := Append(nil, ob.w, ob.c, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr := k.Check(p, -1, uint64(i+1))
+		if (pr == nil) != ob.ok {
+			t.Fatalf("step %d: Check(%d, %d) = %v, want ok=%v", i, ob.w, ob.c, pr, ob.ok)
+		}
+		if pr != nil {
+			if pr.Kind != kind || pr.Seq != uint64(i+1) || pr.Record != rec-1 {
+				t.Fatalf("step %d: %v (record %d), want a %v at seq %d", i, pr, pr.Record, kind, i+1)
+			}
+			return
+		}
+	}
+	if kind != 0 {
+		t.Fatalf("no %v", kind)
+	}
+}
+
+// TestCheckerDueRecord checks the record a Checker expects next from each
+// writer of fixed-size records, counted up digit by digit, against
+// Encode's, across every kind of carry and up to the counter's end.
+func TestCheckerDueRecord(t *testing.T) {
+	for _, start := range []uint64{0, 0x9, 0xf, 0xff0, 0xfffe, 0xffffffff - 3, MaxCounter - 3} {
+		k, err := NewChecker(Options{Size: 40, Writers: 2, Gaps: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for c := start; c <= start+40 && c <= MaxCounter; c++ {
+			p, err := Append(nil, 1, c, 40)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec := int64(0)
-			for i, ob := range tt.seq {
-				if ob.w < 0 {
-					k.Gap()
-					continue
-				}
-				rec++
-				p, err := Append(nil, ob.w, ob.c, 32)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pr := k.Check(p, -1, uint64(i+1))
-				if (pr == nil) != ob.ok {
-					t.Fatalf("step %d: Check(%d, %d) = %v, want ok=%v", i, ob.w, ob.c, pr, ob.ok)
-				}
-				if pr != nil {
-					if pr.Kind != tt.kind || pr.Seq != uint64(i+1) || pr.Record != rec-1 {
-						t.Fatalf("step %d: %v (record %d), want a %v at seq %d", i, pr, pr.Record, tt.kind, i+1)
-					}
-					return
-				}
+			if pr := k.Check(p, -1, 0); pr != nil {
+				t.Fatalf("counter %#x: %v", c, pr)
 			}
-			if tt.kind != 0 {
-				t.Fatalf("no %v", tt.kind)
+			s := &k.ws[1]
+			if c == MaxCounter {
+				if s.due != nil {
+					t.Fatalf("a record is due after the last counter: %q", s.due)
+				}
+				continue
 			}
-		})
+			want, _ := Append(nil, 1, c+1, 40)
+			if !bytes.Equal(s.due, want) {
+				t.Fatalf("after counter %#x: due %q, want %q", c, s.due, want)
+			}
+		}
 	}
 }
 

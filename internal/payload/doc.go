@@ -18,17 +18,18 @@
 //
 // For example the 40-byte record of writer 3, counter 42 (and its newline):
 //
-//	0003 00000000002a yzABCDEFGHIJ aaf39841
+//	0003 00000000002a yzABCDEFGHIJ 374b21da
 //
 // Hex digits are lowercase, most significant first, zero-padded.
 //
-//   - check is a 32-bit hash of (w, c, n): splitmix64's finalizer of
-//     w<<48 | c XOR n×0x9e3779b97f4a7c15, its two halves XORed. It ties the
-//     head to the tail and to the record's length, so a record spliced from
-//     two, cut short or lengthened fails it; it is a hash of the parsed head
-//     rather than a CRC of its bytes because the head is parsed strictly
-//     (lowercase hex only), so its bytes and (w, c) determine each other,
-//     and hashing two integers inline is cheaper than a CRC call.
+//   - check is a 32-bit hash of (w, c, n): with z = w<<48 | c XOR
+//     n×0x9e3779b97f4a7c15, the high half of (z XOR z>>29) ×
+//     0xbf58476d1ce4e5b9 (mod 2⁶⁴). It ties the head to the tail and to the
+//     record's length, so a record spliced from two, cut short or
+//     lengthened fails it. It hashes the parsed head rather than
+//     checksumming its bytes: the head is parsed strictly (lowercase hex
+//     only), so its bytes and (w, c) determine each other, and a multiply
+//     costs less than a CRC call.
 //   - filler byte i (18 ≤ i < n-10) is fill(i) = "ghij…xyzABC…XYZ."[i mod
 //     47]: it depends on the position only, has no hex digit (grep for a
 //     head finds only that record) and no zero (a zero-filled hole is never

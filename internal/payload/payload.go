@@ -19,6 +19,7 @@ const (
 	_headSize = 18 // "wwww cccccccccccc "
 	_tailSize = 9  // "ssssssss\n"
 	_lenMix   = 0x9e3779b97f4a7c15
+	_checkMul = 0xbf58476d1ce4e5b9
 	_alphabet = "ghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ."
 	_period   = len(_alphabet)
 	_chunk    = 4096
@@ -99,36 +100,48 @@ func stamp(p []byte, w uint32, c uint64) {
 }
 
 // check is the check of the n-byte record of counter c of writer w: the
-// splitmix64 finalizer of (w<<48 | c) XOR n×_lenMix, folded to 32 bits.
+// high half of (z ^ z>>29) × _checkMul, z = (w<<48 | c) XOR n×_lenMix.
 func check(w uint32, c uint64, n int) uint32 {
 	z := uint64(w)<<48 | c
 	z ^= uint64(n) * _lenMix
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	z ^= z >> 31
-	return uint32(z>>32) ^ uint32(z)
+	z = (z ^ z>>29) * _checkMul
+	return uint32(z >> 32)
 }
+
+// _hexPairs[b] is byte b as two lowercase hex digits, in the order a
+// little-endian load reads them.
+var _hexPairs = func() (t [256]uint16) {
+	const digits = "0123456789abcdef"
+	for i := range t {
+		t[i] = uint16(digits[i>>4]) | uint16(digits[i&15])<<8
+	}
+	return t
+}()
 
 // hex8 returns v as 8 lowercase hex digits, most significant first, in the
 // order a little-endian store writes them.
 func hex8(v uint32) uint64 {
-	x := uint64(v)
-	x = (x | x<<16) & 0x0000ffff0000ffff
-	x = (x | x<<8) & 0x00ff00ff00ff00ff
-	x = (x | x<<4) & 0x0f0f0f0f0f0f0f0f // byte k holds nibble k
-	x = bits.ReverseBytes64(x)
-	ge10 := ((x + 0x0606060606060606) >> 4) & 0x0101010101010101
-	return x + 0x3030303030303030 + ge10*('a'-'0'-10)
+	return uint64(_hexPairs[v>>24]) | uint64(_hexPairs[v>>16&0xff])<<16 |
+		uint64(_hexPairs[v>>8&0xff])<<32 | uint64(_hexPairs[v&0xff])<<48
 }
 
 // unhex8 parses the 8 lowercase hex digits in raw, as a little-endian load
-// of them reads. ok is false unless raw is exactly hex8's rendering of v.
+// of them reads. ok is false unless every byte is one of 0-9a-f.
 func unhex8(raw uint64) (v uint32, ok bool) {
+	const (
+		lo7  = 0x7f7f7f7f7f7f7f7f
+		high = 0x8080808080808080
+	)
+	// Per byte b < 0x80, b+0x80-k has its high bit set iff b ≥ k; no
+	// carry crosses bytes.
+	b := raw & lo7
+	digit := (b + 0x5050505050505050) &^ (b + 0x4646464646464646) // '0' ≤ b ≤ '9'
+	alpha := (b + 0x1f1f1f1f1f1f1f1f) &^ (b + 0x1919191919191919) // 'a' ≤ b ≤ 'f'
+	ok = (digit|alpha)&high == high && raw&high == 0
 	x := bits.ReverseBytes64(raw) // first digit in the top byte
 	// A digit's value is its low nibble, plus 9 for 'a'..'f' (bit 6 set).
 	x = (x & 0x0f0f0f0f0f0f0f0f) + ((x>>6)&0x0101010101010101)*9
 	x = (x | x>>4) & 0x00ff00ff00ff00ff // two digits a byte
 	x = (x | x>>8) & 0x0000ffff0000ffff // four digits a half
-	v = uint32(x | x>>16)
-	return v, hex8(v) == raw
+	return uint32(x | x>>16), ok
 }

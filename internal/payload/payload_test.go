@@ -14,7 +14,7 @@ func TestDocExample(t *testing.T) {
 	if err := Encode(p, 3, 42); err != nil {
 		t.Fatal(err)
 	}
-	if want := "0003 00000000002a yzABCDEFGHIJ aaf39841\n"; string(p) != want {
+	if want := "0003 00000000002a yzABCDEFGHIJ 374b21da\n"; string(p) != want {
 		t.Fatalf("record %q, the package doc shows %q", p, want)
 	}
 }
