@@ -123,6 +123,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 		BatchBytes:    o.BatchBytes,
 		BatchAge:      o.BatchAge,
 		FirstSeq:      rec.NextSeq,
+		Clock:         o.clock,
 	}, w)
 	if err != nil {
 		w.closeFile(false)

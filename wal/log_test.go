@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/engine/clock"
 	"github.com/appendlog/appendlog/internal/vfs"
 	"go.uber.org/goleak"
 )
@@ -262,21 +263,57 @@ func TestAppendErrors(t *testing.T) {
 }
 
 func TestSyncModesMakeRecordsDurableOnTheirOwn(t *testing.T) {
-	for _, o := range []Options{
-		{Sync: SyncBatch, BatchAge: 2 * time.Millisecond},
-		{Sync: SyncInterval, SyncEvery: 2 * time.Millisecond},
+	const period = 50 * time.Millisecond
+	for _, tc := range []struct {
+		o       Options
+		durable bool // within a second of fake time, with nobody waiting
+	}{
+		{Options{Sync: SyncBatch, BatchAge: period}, true},
+		{Options{Sync: SyncInterval, SyncEvery: period}, true},
+		{Options{Sync: SyncNever}, false},
 	} {
-		t.Run(o.Sync.String(), func(t *testing.T) {
+		t.Run(tc.o.Sync.String(), func(t *testing.T) {
+			fake := clock.NewFake(time.Unix(1000, 0))
+			o := tc.o
+			o.clock = fake
 			l := mustOpen(t, t.TempDir(), &o)
 			defer l.Close()
+			start := fake.Now()
 			seq, err := l.Append([]byte("x"))
 			noErr(t, err)
-			deadline := time.Now().Add(5 * time.Second)
-			for l.DurableSeq() < seq {
-				if time.Now().After(deadline) {
-					t.Fatalf("%v: record never became durable", o.Sync)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			// Advance the fake clock timer by timer, letting the flusher
+			// act on each before the next, until the record is durable, or
+			// (SyncNever) it was written and no timer is left, or a second
+			// has passed.
+			for l.DurableSeq() < seq && fake.Now().Sub(start) < time.Second {
+				progress, changed := l.eng.Progress(), fake.Changed()
+				if l.DurableSeq() >= seq {
+					break
 				}
-				time.Sleep(time.Millisecond)
+				if pos, _ := l.eng.Tail(); !tc.durable && l.eng.Written() >= pos && fake.Timers() == 0 {
+					break
+				}
+				if at, ok := fake.Next(); ok {
+					fake.Advance(at.Sub(fake.Now()))
+					changed = nil // Advance changed the timers itself
+				}
+				select {
+				case <-progress:
+				case <-changed:
+				case <-ctx.Done():
+					t.Fatalf("%v: no progress at fake time +%v (durable %d)", o.Sync, fake.Now().Sub(start), l.DurableSeq())
+				}
+			}
+			elapsed := fake.Now().Sub(start)
+			switch {
+			case tc.durable && l.DurableSeq() < seq:
+				t.Fatalf("%v: record not durable after %v of fake time", o.Sync, elapsed)
+			case tc.durable && elapsed < period:
+				t.Fatalf("%v: record durable after %v, before its period %v", o.Sync, elapsed, period)
+			case !tc.durable && l.DurableSeq() >= seq:
+				t.Fatalf("%v: record durable with nobody asking", o.Sync)
 			}
 		})
 	}

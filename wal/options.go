@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/appendlog/appendlog/internal/engine"
+	"github.com/appendlog/appendlog/internal/engine/clock"
 	"github.com/appendlog/appendlog/internal/vfs"
 )
 
@@ -100,6 +101,9 @@ type Options struct {
 	// fsys is the file system, vfs.OS() when nil. Tests set it (see
 	// export_test.go).
 	fsys vfs.FS
+	// clock is the engine's clock, the system clock when nil. Tests set a
+	// clock.Fake and advance it instead of sleeping.
+	clock clock.Clock
 }
 
 // withDefaults returns a copy of o with defaults filled in.
