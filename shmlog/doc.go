@@ -1,0 +1,134 @@
+// Package shmlog lets many processes, and many goroutines in each, append
+// records to one log through shared memory (MAP_SHARED mappings of the log's
+// files), with no lock and no system call per record. Any process opens the
+// log with [Open]; the first creates it and the rest join. Readers follow new
+// records as they are committed ([Log.NewReader], [OpenReader]).
+//
+// # Files
+//
+// A log named P is a series of files of one fixed size, MaxFileSize bytes
+// each: P is file 0 and file i ≥ 1 is P.%08d (P.00000001, ...), plus the lock
+// file P.lock. Every file is preallocated for real (fallocate(2)) before any
+// process maps it, so a full disk is an error from Open or Append, never a
+// fault on a mapped page. Each file is a 4096-byte header page followed by
+// its data region of C = MaxFileSize-4096 bytes. All integers are
+// little-endian; every shared word is 8 bytes at an 8-aligned offset and is
+// read and written only with atomic 64-bit loads, stores, adds and CASes.
+//
+//	offset  size  field (header page)
+//	     0    64  frame file header (see package frame): magic "APNDLOG\x00",
+//	              version 1, file kind 2 (shm), first position (i<<32), CRC
+//	    64    64  zero
+//	   128     8  C, the data bytes of each file (a multiple of 8, ≥ 4096)
+//	   136     8  i, this file's index
+//	   144     4  frame alignment: 8
+//	   148     4  slot count: 48
+//	   152     4  zero
+//	   156     4  masked CRC-32C (frame.Mask) of [128:156)
+//	   256     8  tail: bytes of the data region claimed so far (atomic;
+//	              may run past C once the file is full)
+//	   320     8  active: index of the file being appended to (file 0 only)
+//	   384     8  padded: frames padded over for dead writers (file 0 only)
+//	  1024  3072  slot table (file 0 only): 48 slots of 64 bytes, one per
+//	              open Log, see Slots
+//
+// # Positions and frames
+//
+// A record's position is i<<32 | o, where o is the offset of its frame in
+// the data region of file i (file offset 4096+o). Frames are those of
+// package frame: a 16-byte header (CRC u32, kind<<30|length u32, seq u64)
+// and the payload; seq is the frame's position. Each frame starts at a
+// multiple of 8: a frame of n payload bytes takes S(n) = (16+n+7)&^7 bytes,
+// and the 0 to 7 bytes after its payload are zero. The first 8 bytes of a
+// frame header, read as one little-endian u64 W, say where the frame is:
+//
+//	W == 0                         claimed (o < tail) but not yet started,
+//	                               or, at o ≥ tail, not claimed
+//	W>>62 == 0, W != 0             in progress: W = n<<32 | gen<<16 | slot+1
+//	                               (payload length n, owner slot and the
+//	                               low 16 bits of the slot's generation)
+//	W>>62 == 1 (record)            committed: W = (1<<30|n)<<32 | CRC, CRC
+//	                               over header bytes [4:16) and the payload
+//	W>>62 == 2 (padding)           skipped: W = (2<<30|n)<<32 | CRC, CRC over
+//	                               header bytes [4:16) only; the n body
+//	                               bytes are not checked
+//
+// # Appending
+//
+// To append n bytes (n ≤ C-16), a writer:
+//
+//  1. adds 1 to its slot's claiming counter;
+//  2. claims: o = atomic add of S(n) to the file's tail, minus S(n);
+//  3. if o+S(n) ≤ C: CASes W at o from 0 to its in-progress word, then
+//     subtracts 1 from claiming, stores seq, copies the payload, computes
+//     the CRC and commits by CASing W from its in-progress word to the
+//     record word. A failed commit CAS means another process padded the
+//     frame over (the owner was judged dead): the record is not in the log
+//     and the append reports an error; the bytes under the padding are
+//     never read. A failed first CAS means the same.
+//  4. if o < C < o+S(n) (the claim crosses the end): if C-o ≥ 16, CASes W
+//     at o from 0 to a padding frame of C-o-16 bytes (seq stored first);
+//     subtracts 1 from claiming; then rolls (5) and retries in file i+1.
+//  5. if o ≥ C: subtracts 1 from claiming and rolls: under an exclusive
+//     flock of P.lock, if active is still i, creates file i+1 (written to
+//     a temporary name, preallocated, header filled, renamed into place)
+//     and sets active to i+1; then maps file active and retries there.
+//
+// A reader reaching offset o of file i with C-o < 16 moves to file i+1.
+//
+// # Slots
+//
+// A slot is [0:8) state = generation<<32 | pid (pid 0: free), [8:16) the
+// process start time (field 22 of /proc/PID/stat, 0 while registering),
+// [16:24) claiming, the number of the process's appends between steps 1
+// and 3 (or 4). Open takes a free slot, or one whose process is gone,
+// under the exclusive flock of P.lock, by CASing state to generation+1 and
+// the new pid; Close frees it (generation+1, pid 0). A process is gone if
+// /proc/PID/stat is missing or a zombie's, or its start time differs.
+//
+// # Dead writers
+//
+// A reader whose next frame stays unfinished for CommitTimeout pads it
+// over, counted in padded, when it is safe:
+//
+//   - in progress (W>>62 == 0): when the owner slot's generation no longer
+//     matches or its process is gone (or, with LiveTimeout set, after
+//     LiveTimeout whatever the owner): store seq, then CAS W from the
+//     in-progress word to a padding word of the same length. The owner, if
+//     it was only stopped, fails its commit CAS and never overwrites.
+//   - claimed but not started (W == 0 at o < tail): after reading tail T,
+//     when no live process has claiming > 0 (a claim below T by a live
+//     process has therefore written its W), every zero word from o up to
+//     the next non-zero word below min(T, C) belongs to dead claimers:
+//     CAS W at o from 0 to one padding frame over that range.
+//
+// A live writer is never padded over while its process lives, unless
+// LiveTimeout says so. Writers never wait for each other: only readers
+// wait for a frame, and a dead writer stalls them for CommitTimeout.
+//
+// # Durability
+//
+// Append returns once the frame is committed in the shared mapping: the
+// bytes are in the page cache, so a record whose Append returned survives
+// SIGKILL of any or all processes. [Log.Sync] fdatasyncs every file
+// appended to since the last Sync: after a power cut, every record
+// committed before a completed Sync is in the file, whole. Frames after
+// that may be torn: readers and [Verify] check each record's CRC and report
+// a torn frame as a [*CorruptError] naming the file and byte offset.
+//
+// # Closing and trimming
+//
+// Every open Log and Reader holds a shared flock on file 0 for its
+// lifetime. Close takes the exclusive flock of P.lock (which Open also
+// holds while it joins), unmaps, and if it can then take an exclusive flock
+// on file 0 it is the last user: it cuts the active file after its tail
+// (rounded up to a page). The next Open preallocates the file again before
+// mapping it. No mapped page is ever cut under a live process.
+//
+// # Concurrency and lifetimes
+//
+// A Log is safe for concurrent use by many goroutines, except Close, which
+// must not run concurrently with other calls. A Reader is not safe for
+// concurrent use; a Record's Payload aliases the mapping and is valid until
+// the Reader's next call.
+package shmlog

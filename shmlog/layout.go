@@ -1,0 +1,233 @@
+package shmlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/sys"
+)
+
+// These constants are part of the layout (see the package doc); they must
+// not change.
+const (
+	_hdrSize    = frame.FileHeaderSize
+	_offParams  = 128
+	_offCap     = 128
+	_offIndex   = 136
+	_offAlign   = 144
+	_offSlotN   = 148
+	_offParCRC  = 156
+	_offTail    = 256
+	_offActive  = 320
+	_offPadded  = 384
+	_offSlots   = 1024
+	_slotSize   = 64
+	_slots      = 48
+	_align      = 8
+	_slotState  = 0
+	_slotStart  = 8
+	_slotClaims = 16
+
+	_kindShift = 62
+	_lenMask   = frame.MaxPayload
+)
+
+// Shared words as they sit in a frame header's first 8 bytes.
+const (
+	_kindRecord  = uint64(frame.KindRecord)
+	_kindPadding = uint64(frame.KindPadding)
+)
+
+var _crc = crc32.MakeTable(crc32.Castagnoli)
+
+// frameSize returns the aligned size of a frame with n payload bytes.
+func frameSize(n int) uint64 { return uint64(frame.HeaderSize+n+_align-1) &^ (_align - 1) }
+
+// fileName returns the name of file idx of the log at path.
+func fileName(path string, idx uint64) string {
+	if idx == 0 {
+		return path
+	}
+	return fmt.Sprintf("%s.%08d", path, idx)
+}
+
+// params are the fixed fields of a header page.
+type params struct {
+	capacity uint64
+	index    uint64
+}
+
+// putHeader fills the header page b for a file of the given params.
+func putHeader(b []byte, p params) {
+	clear(b[:_hdrSize])
+	frame.PutFileHeader(b, frame.FileHeader{Kind: frame.FileShm, FirstSeq: p.index << 32})
+	binary.LittleEndian.PutUint64(b[_offCap:], p.capacity)
+	binary.LittleEndian.PutUint64(b[_offIndex:], p.index)
+	binary.LittleEndian.PutUint32(b[_offAlign:], _align)
+	binary.LittleEndian.PutUint32(b[_offSlotN:], _slots)
+	binary.LittleEndian.PutUint32(b[_offParCRC:], frame.Mask(crc32.Checksum(b[_offParams:_offParCRC], _crc)))
+}
+
+// decodeHeader checks the header page at the start of b, read from the file
+// name, and returns its params. Errors are *CorruptError naming the offset.
+// It never panics.
+func decodeHeader(name string, b []byte) (params, error) {
+	if len(b) < _hdrSize {
+		return params{}, corrupt(name, int64(len(b)), fmt.Errorf("%w: %d bytes, shorter than the %d-byte header page", ErrTruncated, len(b), _hdrSize))
+	}
+	h, err := frame.DecodeFileHeader(b)
+	if err != nil {
+		off := int64(0)
+		if errors.Is(err, frame.ErrVersion) {
+			off = 8
+		} else if errors.Is(err, frame.ErrChecksum) {
+			off = 24
+		}
+		return params{}, corrupt(name, off, err)
+	}
+	if h.Kind != frame.FileShm {
+		return params{}, corrupt(name, 10, fmt.Errorf("%w: file kind %v", ErrNotShm, h.Kind))
+	}
+	if got, want := binary.LittleEndian.Uint32(b[_offParCRC:]), frame.Mask(crc32.Checksum(b[_offParams:_offParCRC], _crc)); got != want {
+		return params{}, corrupt(name, _offParCRC, fmt.Errorf("%w: checksum mismatch", ErrHeader))
+	}
+	p := params{capacity: binary.LittleEndian.Uint64(b[_offCap:]), index: binary.LittleEndian.Uint64(b[_offIndex:])}
+	switch {
+	case p.capacity < minCapacity || p.capacity > maxCapacity || p.capacity%_align != 0:
+		return params{}, corrupt(name, _offCap, fmt.Errorf("%w: data size %d", ErrHeader, p.capacity))
+	case p.index >= 1<<31:
+		return params{}, corrupt(name, _offIndex, fmt.Errorf("%w: file index %d", ErrHeader, p.index))
+	case binary.LittleEndian.Uint32(b[_offAlign:]) != _align:
+		return params{}, corrupt(name, _offAlign, fmt.Errorf("%w: alignment %d", ErrHeader, binary.LittleEndian.Uint32(b[_offAlign:])))
+	case binary.LittleEndian.Uint32(b[_offSlotN:]) != _slots:
+		return params{}, corrupt(name, _offSlotN, fmt.Errorf("%w: %d slots", ErrHeader, binary.LittleEndian.Uint32(b[_offSlotN:])))
+	case h.FirstSeq != p.index<<32:
+		return params{}, corrupt(name, 16, fmt.Errorf("%w: first position %#x in file %d", ErrHeader, h.FirstSeq, p.index))
+	}
+	return p, nil
+}
+
+// Capacity bounds: a file holds at least one page of data, and offsets fit
+// in the low 32 bits of a position.
+const (
+	minCapacity = 4096
+	maxCapacity = 1<<32 - _hdrSize
+)
+
+// createFile creates file p.index of the log at path, preallocated and with
+// its header page written, under a temporary name renamed into place, so
+// other processes see either no file or a whole one.
+// REQUIRES: the caller holds the exclusive lock of path.lock.
+func createFile(path string, p params, perm os.FileMode) error {
+	name := fileName(path, p.index)
+	tmp := name + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := sys.Fallocate(f, 0, int64(_hdrSize+p.capacity)); err != nil {
+		return fail(fmt.Errorf("shmlog: preallocate %s (%d bytes): %w", name, _hdrSize+p.capacity, err))
+	}
+	b := make([]byte, _hdrSize)
+	putHeader(b, p)
+	if _, err := f.WriteAt(b, 0); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return sys.SyncDir(filepath.Dir(name))
+}
+
+// header gives typed access to the shared words of a mapped file 0 header
+// page.
+type header struct{ b []byte }
+
+func (h header) word(off int) *atomic.Uint64 { return sys.Uint64At(h.b, off) }
+func (h header) active() *atomic.Uint64      { return h.word(_offActive) }
+func (h header) padded() *atomic.Uint64      { return h.word(_offPadded) }
+func (h header) slot(s, field int) *atomic.Uint64 {
+	return h.word(_offSlots + s*_slotSize + field)
+}
+
+// ownerGone reports whether the owner named by an in-progress word is gone:
+// its slot was freed or reused, or its process is gone.
+func (h header) ownerGone(w uint64, alive func(pid int, start uint64) bool) bool {
+	s := int(w&0xffff) - 1
+	if s < 0 || s >= _slots {
+		return true
+	}
+	st := h.slot(s, _slotState).Load()
+	if uint32(st) == 0 || uint64(uint16(st>>32)) != (w>>16)&0xffff {
+		return true
+	}
+	return !alive(int(uint32(st)), h.slot(s, _slotStart).Load())
+}
+
+// liveClaimer reports whether a live process is between claim and header.
+func (h header) liveClaimer(alive func(pid int, start uint64) bool) bool {
+	for s := range _slots {
+		st := h.slot(s, _slotState).Load()
+		if uint32(st) == 0 || h.slot(s, _slotClaims).Load() == 0 {
+			continue
+		}
+		if alive(int(uint32(st)), h.slot(s, _slotStart).Load()) {
+			return true
+		}
+	}
+	return false
+}
+
+// processAlive is the default liveness check: the process exists, is not
+// a zombie, and started when the slot says (0: still registering).
+func processAlive(pid int, start uint64) bool {
+	st, ok := sys.ProcStart(pid)
+	return ok && (start == 0 || st == start)
+}
+
+// paddingWord returns the first header word of a padding frame with an
+// n-byte body at position pos.
+func paddingWord(n uint64, pos uint64) uint64 {
+	var h [12]byte
+	binary.LittleEndian.PutUint32(h[0:4], uint32(_kindPadding<<30|n))
+	binary.LittleEndian.PutUint64(h[4:12], pos)
+	crc := frame.Mask(crc12(h))
+	return (_kindPadding<<30|n)<<32 | uint64(crc)
+}
+
+// recordWord returns the first header word of a committed record at pos
+// with payload p.
+func recordWord(p []byte, pos uint64) uint64 {
+	n := uint64(len(p))
+	var h [12]byte
+	binary.LittleEndian.PutUint32(h[0:4], uint32(_kindRecord<<30|n))
+	binary.LittleEndian.PutUint64(h[4:12], pos)
+	crc := frame.Mask(crc32.Update(crc12(h), _crc, p))
+	return (_kindRecord<<30|n)<<32 | uint64(crc)
+}
+
+// crc12 returns the CRC-32C of h, computed bytewise so that h stays on the
+// stack (crc32.Update's slice argument escapes).
+func crc12(h [12]byte) uint32 {
+	c := ^uint32(0)
+	for _, v := range h {
+		c = _crc[byte(c)^v] ^ c>>8
+	}
+	return ^c
+}

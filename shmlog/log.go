@@ -1,0 +1,534 @@
+package shmlog
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/sys"
+)
+
+// Defaults for zero Options fields.
+const (
+	// DefaultMaxFileSize is the size of each file, header page included.
+	DefaultMaxFileSize = 64 << 20
+	// DefaultCommitTimeout is how long a frame may stay unfinished before
+	// a reader checks whether its writer is gone.
+	DefaultCommitTimeout = time.Second
+)
+
+// Options configure Open and OpenReader. The zero Options are the
+// defaults.
+type Options struct {
+	// MaxFileSize is the size of each file of a new log, its 4096-byte
+	// header page included: a multiple of 8 from 8192 to 4 GiB. A log that
+	// exists keeps the size it was created with. 0 means
+	// DefaultMaxFileSize.
+	MaxFileSize int64
+	// CommitTimeout is how long a reader waits for an unfinished frame
+	// before padding it over if its writer is gone. 0 means
+	// DefaultCommitTimeout.
+	CommitTimeout time.Duration
+	// LiveTimeout, if not 0, lets a reader pad over a frame in progress
+	// for that long even though its writer lives (its Commit then fails
+	// with ErrPadded). 0 never pads over a live writer.
+	LiveTimeout time.Duration
+	// Perm is the permission of files Open creates; 0 means 0o644.
+	Perm os.FileMode
+}
+
+func (o *Options) withDefaults() (Options, error) {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.MaxFileSize == 0 {
+		c.MaxFileSize = DefaultMaxFileSize
+	}
+	if c.CommitTimeout == 0 {
+		c.CommitTimeout = DefaultCommitTimeout
+	}
+	if c.Perm == 0 {
+		c.Perm = 0o644
+	}
+	capacity := c.MaxFileSize - _hdrSize
+	if capacity < minCapacity || capacity > maxCapacity || capacity%_align != 0 {
+		return c, fmt.Errorf("shmlog: MaxFileSize %d: want a multiple of %d from %d to %d", c.MaxFileSize, _align, minCapacity+_hdrSize, maxCapacity+_hdrSize)
+	}
+	if c.CommitTimeout < 0 || c.LiveTimeout < 0 {
+		return c, errors.New("shmlog: negative timeout")
+	}
+	return c, nil
+}
+
+// Log is one process's handle on a shared log. See the package doc.
+type Log struct {
+	path     string
+	o        Options
+	capacity uint64
+	alive    func(pid int, start uint64) bool // test seam
+
+	lockf *os.File // path.lock: exclusive while joining, rolling, closing
+	f0    *os.File // file 0: shared flock for the Log's lifetime
+	hdr   header   // file 0's header page, mapped
+
+	slot     int
+	marker   uint64         // low 32 bits of this Log's in-progress words
+	claiming *atomic.Uint64 // this slot's claiming counter
+
+	cur    atomic.Pointer[mfile]
+	closed atomic.Bool
+
+	mu struct {
+		sync.Mutex
+		synced uint64 // files below this index are synced; Protected by mu.
+		files  []*mfile
+	}
+}
+
+// mfile is one mapped file. Appenders hold a reference while they touch
+// the mapping; it is unmapped once retired and unreferenced.
+type mfile struct {
+	idx      uint64
+	name     string
+	m        []byte
+	tail     *atomic.Uint64
+	refs     atomic.Int64
+	retired  atomic.Bool
+	unmapped atomic.Bool
+}
+
+func (f *mfile) release() {
+	if f.refs.Add(-1) == 0 && f.retired.Load() {
+		f.unmap()
+	}
+}
+
+func (f *mfile) retire() {
+	f.retired.Store(true)
+	if f.refs.Load() == 0 {
+		f.unmap()
+	}
+}
+
+func (f *mfile) unmap() {
+	if f.unmapped.CompareAndSwap(false, true) {
+		sys.Munmap(f.m)
+	}
+}
+
+// Open opens the log at path, creating it if it does not exist, and
+// registers this process in a slot. It waits (with no timeout) for other
+// processes opening, rolling or closing the log.
+func Open(path string, o *Options) (*Log, error) {
+	opts, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{path: path, o: opts, alive: processAlive}
+	if err := l.open(); err != nil {
+		l.release()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Log) open() error {
+	lockf, err := os.OpenFile(l.path+".lock", os.O_RDWR|os.O_CREATE, l.o.Perm)
+	if err != nil {
+		return fmt.Errorf("shmlog: open: %w", err)
+	}
+	l.lockf = lockf
+	if err := sys.Lock(lockf, true); err != nil {
+		return fmt.Errorf("shmlog: open: %w", err)
+	}
+	defer sys.Unlock(lockf)
+	if _, err := os.Stat(l.path); errors.Is(err, fs.ErrNotExist) {
+		if err := createFile(l.path, params{capacity: uint64(l.o.MaxFileSize - _hdrSize)}, l.o.Perm); err != nil {
+			return err
+		}
+	}
+	f0, hdr, p, err := joinFile0(l.path)
+	l.f0, l.hdr = f0, hdr
+	if err != nil {
+		return err
+	}
+	l.capacity = p.capacity
+	f, err := mapFile(l.path, l.hdr.active().Load(), l.capacity, true)
+	if err != nil {
+		return err
+	}
+	l.mu.files = append(l.mu.files, f)
+	l.cur.Store(f)
+	return l.register()
+}
+
+// joinFile0 opens file 0, takes its shared flock, checks its header and
+// maps its header page.
+func joinFile0(path string) (*os.File, header, params, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, header{}, params{}, fmt.Errorf("shmlog: open: %w", err)
+	}
+	if err := sys.Lock(f, false); err != nil {
+		return f, header{}, params{}, fmt.Errorf("shmlog: open: %w", err)
+	}
+	b := make([]byte, _hdrSize)
+	n, err := f.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return f, header{}, params{}, fmt.Errorf("shmlog: read header: %w", err)
+	}
+	p, err := decodeHeader(path, b[:n])
+	if err != nil {
+		return f, header{}, params{}, err
+	}
+	if p.index != 0 {
+		return f, header{}, params{}, corrupt(path, _offIndex, fmt.Errorf("%w: file 0 says it is file %d", ErrHeader, p.index))
+	}
+	m, err := sys.Mmap(f, 0, _hdrSize, true)
+	if err != nil {
+		return f, header{}, params{}, err
+	}
+	return f, header{m}, p, nil
+}
+
+// mapFile opens and maps file idx of the log at path whole. With extend,
+// it first preallocates the file again if the last Close trimmed it;
+// without, it maps a trimmed file as it is, after checking that its tail
+// lies within it (callers then read nothing at or past the tail).
+// REQUIRES: the exclusive lock of path.lock is held if extend.
+func mapFile(path string, idx, capacity uint64, extend bool) (*mfile, error) {
+	name := fileName(path, idx)
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("shmlog: open file %d: %w", idx, err)
+	}
+	defer f.Close() // the mapping outlives the descriptor
+	full := int64(_hdrSize + capacity)
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := fi.Size()
+	if size < _hdrSize {
+		return nil, corrupt(name, size, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header page", ErrTruncated, size, _hdrSize))
+	}
+	if size < full && extend {
+		if err := sys.Fallocate(f, 0, full); err != nil {
+			return nil, fmt.Errorf("shmlog: preallocate %s: %w", name, err)
+		}
+		size = full
+	}
+	m, err := sys.Mmap(f, 0, int(full), true)
+	if err != nil {
+		return nil, err
+	}
+	p, err := decodeHeader(name, m)
+	if err == nil && (p.index != idx || p.capacity != capacity) {
+		err = corrupt(name, _offIndex, fmt.Errorf("%w: file %d of %d data bytes where file %d of %d was due", ErrHeader, p.index, p.capacity, idx, capacity))
+	}
+	mf := &mfile{idx: idx, name: name, m: m, tail: sys.Uint64At(m, _offTail)}
+	if t := min(mf.tail.Load(), capacity); err == nil && int64(_hdrSize+t) > size {
+		err = corrupt(name, size, fmt.Errorf("%w: %d bytes, but %d bytes of data were claimed", ErrTruncated, size, t))
+	}
+	if err != nil {
+		sys.Munmap(m)
+		return nil, err
+	}
+	return mf, nil
+}
+
+// register takes a free slot, or one whose process is gone.
+// REQUIRES: the exclusive lock of path.lock.
+func (l *Log) register() error {
+	pid := os.Getpid()
+	start, _ := sys.ProcStart(pid)
+	for s := range _slots {
+		state := l.hdr.slot(s, _slotState)
+		st := state.Load()
+		if uint32(st) != 0 && l.alive(int(uint32(st)), l.hdr.slot(s, _slotStart).Load()) {
+			continue
+		}
+		gen := st>>32 + 1
+		if !state.CompareAndSwap(st, gen<<32|uint64(uint32(pid))) {
+			continue
+		}
+		l.hdr.slot(s, _slotStart).Store(start)
+		l.hdr.slot(s, _slotClaims).Store(0)
+		l.slot = s
+		l.marker = (gen&0xffff)<<16 | uint64(s+1)
+		l.claiming = l.hdr.slot(s, _slotClaims)
+		return nil
+	}
+	return fmt.Errorf("%w in %s (%d processes)", ErrNoSlot, l.path, _slots)
+}
+
+// Reservation is a claim of space for one record, from Reserve. Fill Bytes
+// and Commit it exactly once.
+type Reservation struct {
+	f   *mfile
+	off uint64 // data offset of the frame
+	n   int
+	w   uint64 // the in-progress word
+}
+
+// Bytes returns the record's payload space in the shared mapping. It is
+// valid until Commit.
+func (r Reservation) Bytes() []byte {
+	at := _hdrSize + int(r.off) + frame.HeaderSize
+	return r.f.m[at : at+r.n : at+r.n]
+}
+
+// Pos returns the record's position.
+func (r Reservation) Pos() uint64 { return r.f.idx<<32 | r.off }
+
+// Commit publishes the record. It returns an error wrapping ErrPadded if
+// another process padded the claim over first: the record is then not in
+// the log.
+func (r Reservation) Commit() error {
+	if r.f == nil {
+		return errors.New("shmlog: Commit of a zero Reservation")
+	}
+	hdr := _hdrSize + int(r.off)
+	word := recordWord(r.Bytes(), r.Pos())
+	ok := sys.Uint64At(r.f.m, hdr).CompareAndSwap(r.w, word)
+	name := r.f.name
+	r.f.release()
+	if !ok {
+		return corrupt(name, int64(hdr), ErrPadded)
+	}
+	return nil
+}
+
+// Append appends p as one record and returns its position. It does not
+// allocate.
+func (l *Log) Append(p []byte) (uint64, error) {
+	r, err := l.Reserve(len(p))
+	if err != nil {
+		return 0, err
+	}
+	copy(r.Bytes(), p)
+	return r.Pos(), r.Commit()
+}
+
+// acquire returns the current file with a reference held, or nil after
+// Close.
+func (l *Log) acquire() *mfile {
+	for {
+		f := l.cur.Load()
+		if f == nil {
+			return nil
+		}
+		f.refs.Add(1)
+		if !f.retired.Load() {
+			return f
+		}
+		f.release()
+	}
+}
+
+// Reserve claims space for an n-byte record. The caller fills
+// Reservation.Bytes and calls Commit; until then readers wait at the
+// record (a reader pads it over only if this process dies, or after
+// LiveTimeout). It does not allocate.
+func (l *Log) Reserve(n int) (Reservation, error) {
+	if n < 0 || uint64(n)+frame.HeaderSize > l.capacity || n > frame.MaxPayload {
+		return Reservation{}, fmt.Errorf("%w: %d bytes (a file holds %d)", ErrTooLarge, n, l.capacity-frame.HeaderSize)
+	}
+	size := frameSize(n)
+	for {
+		if l.closed.Load() {
+			return Reservation{}, ErrClosed
+		}
+		f := l.acquire()
+		if f == nil {
+			return Reservation{}, ErrClosed
+		}
+		l.claiming.Add(1)
+		off := f.tail.Add(size) - size
+		if off+size <= l.capacity {
+			w := uint64(n)<<32 | l.marker
+			hw := sys.Uint64At(f.m, _hdrSize+int(off))
+			ok := hw.CompareAndSwap(0, w)
+			l.claiming.Add(^uint64(0))
+			if !ok {
+				f.release()
+				return Reservation{}, corrupt(f.name, int64(_hdrSize+off), ErrPadded)
+			}
+			binary.LittleEndian.PutUint64(f.m[_hdrSize+int(off)+8:], f.idx<<32|off)
+			return Reservation{f: f, off: off, n: n, w: w}, nil
+		}
+		if off < l.capacity && l.capacity-off >= frame.HeaderSize {
+			pos := f.idx<<32 | off
+			binary.LittleEndian.PutUint64(f.m[_hdrSize+int(off)+8:], pos)
+			sys.Uint64At(f.m, _hdrSize+int(off)).CompareAndSwap(0, paddingWord(l.capacity-off-frame.HeaderSize, pos))
+		}
+		l.claiming.Add(^uint64(0))
+		idx := f.idx
+		f.release()
+		if err := l.roll(idx); err != nil {
+			return Reservation{}, err
+		}
+	}
+}
+
+// roll moves this Log past full file idx: it creates file idx+1 if no
+// process has, and maps the active file.
+func (l *Log) roll(idx uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur := l.cur.Load(); cur == nil || cur.idx > idx {
+		return nil
+	}
+	if err := sys.Lock(l.lockf, true); err != nil {
+		return fmt.Errorf("shmlog: roll: %w", err)
+	}
+	defer sys.Unlock(l.lockf)
+	active := l.hdr.active()
+	if a := active.Load(); a == idx {
+		if _, err := os.Stat(fileName(l.path, idx+1)); errors.Is(err, fs.ErrNotExist) {
+			if err := createFile(l.path, params{capacity: l.capacity, index: idx + 1}, l.o.Perm); err != nil {
+				return fmt.Errorf("shmlog: roll to file %d: %w", idx+1, err)
+			}
+		}
+		active.CompareAndSwap(idx, idx+1)
+	}
+	f, err := mapFile(l.path, active.Load(), l.capacity, true)
+	if err != nil {
+		return err
+	}
+	l.mu.files = slices.DeleteFunc(l.mu.files, func(f *mfile) bool { return f.unmapped.Load() })
+	l.mu.files = append(l.mu.files, f)
+	l.cur.Swap(f).retire()
+	return nil
+}
+
+// Sync makes every record committed before it durable: it fdatasyncs each
+// file this Log appended to since the last Sync. ctx is checked between
+// files.
+func (l *Log) Sync(ctx context.Context) error {
+	cur := l.cur.Load()
+	if cur == nil {
+		return ErrClosed
+	}
+	l.mu.Lock()
+	from := l.mu.synced
+	l.mu.Unlock()
+	for i := from; i <= cur.idx; i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(fileName(l.path, i), os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("shmlog: sync: %w", err)
+		}
+		err = sys.Fdatasync(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("shmlog: sync: %w", err)
+		}
+	}
+	l.mu.Lock()
+	if l.mu.synced < cur.idx {
+		l.mu.synced = cur.idx
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// Path returns the name of file 0.
+func (l *Log) Path() string { return l.path }
+
+// Close frees this process's slot and unmaps the log. The last process to
+// close (no other Log or Reader open) trims the active file after its
+// tail. Close must not run concurrently with other calls on l.
+func (l *Log) Close() error {
+	if !l.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	if l.claiming != nil {
+		state := l.hdr.slot(l.slot, _slotState)
+		st := state.Load()
+		state.CompareAndSwap(st, (st>>32+1)<<32)
+	}
+	var err error
+	if l.lockf != nil {
+		err = sys.Lock(l.lockf, true)
+	}
+	cur := l.cur.Swap(nil)
+	l.release()
+	if err == nil && cur != nil {
+		err = l.trimIfLast(cur.idx)
+	}
+	if l.f0 != nil {
+		if cerr := l.f0.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if l.lockf != nil {
+		sys.Unlock(l.lockf)
+		if cerr := l.lockf.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// release unmaps everything (Open's failure path and Close).
+func (l *Log) release() {
+	l.mu.Lock()
+	files := l.mu.files
+	l.mu.files = nil
+	l.mu.Unlock()
+	for _, f := range files {
+		f.unmap()
+	}
+	if l.hdr.b != nil {
+		sys.Munmap(l.hdr.b)
+		l.hdr.b = nil
+	}
+	if l.closed.CompareAndSwap(false, true) { // Open failed
+		if l.f0 != nil {
+			l.f0.Close()
+		}
+		if l.lockf != nil {
+			l.lockf.Close()
+		}
+	}
+}
+
+// trimIfLast cuts file idx after its tail if no other process has the log
+// open. REQUIRES: the exclusive lock of path.lock; nothing mapped.
+func (l *Log) trimIfLast(idx uint64) error {
+	if sys.TryLock(l.f0) != nil {
+		return nil // another Log or Reader holds its shared lock
+	}
+	name := fileName(l.path, idx)
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("shmlog: trim: %w", err)
+	}
+	defer f.Close()
+	var b [8]byte
+	if _, err := f.ReadAt(b[:], _offTail); err != nil {
+		return fmt.Errorf("shmlog: trim: %w", err)
+	}
+	tail := binary.LittleEndian.Uint64(b[:])
+	if tail >= l.capacity {
+		return nil
+	}
+	keep := int64(_hdrSize + (tail+4095)&^4095)
+	if err := f.Truncate(keep); err != nil {
+		return fmt.Errorf("shmlog: trim %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,313 @@
+package shmlog
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/sys"
+)
+
+// Record is a record read from the log.
+type Record struct {
+	// Pos is the record's position (see the package doc).
+	Pos uint64
+	// Payload aliases the shared mapping; valid until the Reader's next
+	// call.
+	Payload []byte
+}
+
+// Reader follows the committed records of a log in position order,
+// skipping padding and padding over frames of dead writers (see the
+// package doc). It holds its own mappings and a shared lock on file 0. Not
+// safe for concurrent use.
+type Reader struct {
+	path     string
+	o        Options
+	alive    func(pid int, start uint64) bool
+	capacity uint64
+
+	f0  *os.File
+	hdr header
+	f   *mfile // current file; nil after Close
+	off uint64 // data offset of the next frame in f
+
+	pending    bool
+	rec        Record
+	stuck      bool
+	stuckAt    uint64 // position the reader waits at
+	stuckSince time.Time
+	padded     uint64
+}
+
+// OpenReader opens the log at path for reading from its first record. The
+// files must be writable: a reader pads over the frames of dead writers.
+// Of o, only CommitTimeout and LiveTimeout matter.
+func OpenReader(path string, o *Options) (*Reader, error) {
+	opts, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return openReader(path, opts, processAlive, 0)
+}
+
+// NewReader returns a Reader of l's log starting at position from: 0, or a
+// position Append returned. Close it before or after l.
+func (l *Log) NewReader(from uint64) (*Reader, error) {
+	return openReader(l.path, l.o, l.alive, from)
+}
+
+func openReader(path string, o Options, alive func(int, uint64) bool, from uint64) (*Reader, error) {
+	f0, hdr, p, err := joinFile0(path)
+	r := &Reader{path: path, o: o, alive: alive, capacity: p.capacity, f0: f0, hdr: hdr}
+	if err == nil {
+		if from&(1<<32-1)%_align != 0 || from&(1<<32-1) > p.capacity {
+			err = fmt.Errorf("shmlog: reader: position %#x is not a frame boundary", from)
+		} else {
+			r.f, err = mapFile(path, from>>32, p.capacity, false)
+			r.off = from & (1<<32 - 1)
+		}
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Padded returns how many frames this Reader padded over for dead writers.
+func (r *Reader) Padded() uint64 { return r.padded }
+
+// Next returns the next committed record, or ok false if there is none yet.
+// Damage is a *CorruptError naming the file and offset.
+func (r *Reader) Next() (rec Record, ok bool, err error) {
+	if r.pending {
+		r.pending = false
+		return r.rec, true, nil
+	}
+	return r.next()
+}
+
+// Wait waits until Next has a record or ctx is done, polling the shared
+// tail: a brief spin, then sleeps of up to a millisecond.
+func (r *Reader) Wait(ctx context.Context) error {
+	if r.pending {
+		return nil
+	}
+	for i := 0; ; i++ {
+		rec, ok, err := r.next()
+		if err != nil {
+			return err
+		}
+		if ok {
+			r.rec, r.pending = rec, true
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		switch {
+		case i < 100:
+			runtime.Gosched()
+		default:
+			time.Sleep(min(time.Duration(i-99)*10*time.Microsecond, time.Millisecond))
+		}
+	}
+}
+
+func (r *Reader) next() (Record, bool, error) {
+	if r.f == nil {
+		return Record{}, false, ErrClosed
+	}
+	for {
+		if r.capacity-r.off < frame.HeaderSize {
+			if r.hdr.active().Load() <= r.f.idx {
+				return Record{}, false, nil
+			}
+			if err := r.moveTo(r.f.idx + 1); err != nil {
+				return Record{}, false, err
+			}
+			continue
+		}
+		tail := r.f.tail.Load()
+		if r.off >= tail {
+			return Record{}, false, nil
+		}
+		at := _hdrSize + int(r.off)
+		w := sys.Uint64At(r.f.m, at).Load()
+		kind := w >> _kindShift
+		if w == 0 || kind == 0 {
+			moved, err := r.stalled(w, tail)
+			if err != nil || !moved {
+				return Record{}, false, err
+			}
+			continue
+		}
+		n := (w >> 32) & _lenMask
+		size := frameSize(int(n))
+		if r.off+size > r.capacity {
+			return Record{}, false, corrupt(r.f.name, int64(at), fmt.Errorf("%w: %d-byte frame runs past the end of the file", ErrFrame, size))
+		}
+		pos := r.f.idx<<32 | r.off
+		r.stuck = false
+		switch kind {
+		case _kindRecord:
+			p := r.f.m[at+frame.HeaderSize : at+frame.HeaderSize+int(n) : at+frame.HeaderSize+int(n)]
+			if recordWord(p, pos) != w || binary.LittleEndian.Uint64(r.f.m[at+8:]) != pos {
+				return Record{}, false, corrupt(r.f.name, int64(at), fmt.Errorf("%w: %w", ErrFrame, frame.ErrChecksum))
+			}
+			r.off += size
+			return Record{Pos: pos, Payload: p}, true, nil
+		case _kindPadding:
+			if paddingWord(n, pos) != w {
+				return Record{}, false, corrupt(r.f.name, int64(at), fmt.Errorf("%w: padding: %w", ErrFrame, frame.ErrChecksum))
+			}
+			r.off += size
+		default:
+			return Record{}, false, corrupt(r.f.name, int64(at), fmt.Errorf("%w: %w %d", ErrFrame, frame.ErrKind, kind))
+		}
+	}
+}
+
+// stalled handles an unfinished frame (w is 0 or in progress) at r.off
+// below tail: once it has stayed so for CommitTimeout, it pads it over if
+// that is safe. It reports whether the word at r.off changed.
+func (r *Reader) stalled(w, tail uint64) (bool, error) {
+	pos := r.f.idx<<32 | r.off
+	now := time.Now()
+	if !r.stuck || r.stuckAt != pos {
+		r.stuck, r.stuckAt, r.stuckSince = true, pos, now
+		return false, nil
+	}
+	waited := now.Sub(r.stuckSince)
+	if waited < r.o.CommitTimeout {
+		return false, nil
+	}
+	at := _hdrSize + int(r.off)
+	hw := sys.Uint64At(r.f.m, at)
+	var n uint64
+	if w == 0 {
+		if r.hdr.liveClaimer(r.alive) {
+			return false, nil
+		}
+		end := min(tail, r.capacity)
+		x := r.off + 8
+		for x < end && sys.Uint64At(r.f.m, _hdrSize+int(x)).Load() == 0 {
+			x += 8
+		}
+		if x-r.off < frame.HeaderSize {
+			return false, corrupt(r.f.name, int64(at), fmt.Errorf("%w: %d-byte hole", ErrFrame, x-r.off))
+		}
+		n = x - r.off - frame.HeaderSize
+	} else {
+		if !r.hdr.ownerGone(w, r.alive) && (r.o.LiveTimeout == 0 || waited < r.o.LiveTimeout) {
+			return false, nil
+		}
+		n = (w >> 32) & _lenMask
+		if r.off+frameSize(int(n)) > r.capacity {
+			return false, corrupt(r.f.name, int64(at), fmt.Errorf("%w: in-progress frame of %d bytes runs past the end of the file", ErrFrame, n))
+		}
+	}
+	binary.LittleEndian.PutUint64(r.f.m[at+8:], pos)
+	if hw.CompareAndSwap(w, paddingWord(n, pos)) {
+		r.padded++
+		r.hdr.padded().Add(1)
+	}
+	return true, nil
+}
+
+func (r *Reader) moveTo(idx uint64) error {
+	f, err := mapFile(r.path, idx, r.capacity, false)
+	if err != nil {
+		return err
+	}
+	r.f.unmap()
+	r.f, r.off, r.stuck = f, 0, false
+	return nil
+}
+
+// atEnd reports whether the reader has read everything claimed.
+func (r *Reader) atEnd() bool {
+	if r.f.idx < r.hdr.active().Load() {
+		return false
+	}
+	return r.off >= r.f.tail.Load() || r.capacity-r.off < frame.HeaderSize
+}
+
+// Close releases the Reader's mappings and lock.
+func (r *Reader) Close() error {
+	if r.f != nil {
+		r.f.unmap()
+		r.f = nil
+	}
+	if r.hdr.b != nil {
+		sys.Munmap(r.hdr.b)
+		r.hdr.b = nil
+	}
+	if r.f0 != nil {
+		err := r.f0.Close()
+		r.f0 = nil
+		return err
+	}
+	return nil
+}
+
+// Stats are what Verify found.
+type Stats struct {
+	// Records counts the committed records.
+	Records uint64
+	// Padded counts the frames Verify padded over for dead writers.
+	Padded uint64
+	// Files counts the files read.
+	Files uint64
+}
+
+// Verify reads every record of the log at path in order, calling fn (if
+// not nil) for each, and pads over frames whose writers are gone without
+// waiting for a CommitTimeout: it is recovery for a log no live process is
+// appending to. A frame still in progress by a live process after a short
+// wait is an error, as is any damage (*CorruptError).
+func Verify(path string, fn func(Record) error) (Stats, error) {
+	r, err := openReader(path, Options{CommitTimeout: time.Nanosecond}, processAlive, 0)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer r.Close()
+	st := Stats{Files: 1}
+	for tries := 0; ; {
+		idx := r.f.idx
+		rec, ok, err := r.next()
+		st.Files += r.f.idx - idx
+		if err != nil {
+			st.Padded = r.padded
+			return st, err
+		}
+		if ok {
+			tries = 0
+			st.Records++
+			if fn != nil {
+				if err := fn(rec); err != nil {
+					st.Padded = r.padded
+					return st, err
+				}
+			}
+			continue
+		}
+		if r.atEnd() {
+			break
+		}
+		if tries++; tries > 200 {
+			st.Padded = r.padded
+			return st, corrupt(r.f.name, int64(_hdrSize+r.off), fmt.Errorf("frame still in progress by a live process"))
+		}
+		if tries > 1 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	st.Padded = r.padded
+	return st, nil
+}
