@@ -29,6 +29,7 @@ type job struct {
 	fileSize   int64
 	hook       string // "", "hold": reserve one record, print "held", never commit
 	writers    int    // total writers, for tiny records
+	start      int    // first counter (in-process only)
 }
 
 func (j job) String() string {
@@ -89,6 +90,30 @@ func child(spec string) int {
 		l.Close()
 		return 0
 	}
+	if j.hook == "cycle" {
+		// Open, append and close again and again, racing the other
+		// processes' appends with this one's trims.
+		l.Close()
+		for round := range 10 {
+			l, err := shmlog.Open(j.path, nil)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			jj := j
+			jj.records = j.records / 10
+			jj.start = round * jj.records
+			if err := appendAll(l, jj); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			if err := l.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+		}
+		return 0
+	}
 	if err := appendAll(l, j); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -110,7 +135,7 @@ func appendAll(l *shmlog.Log, j job) error {
 			defer wg.Done()
 			w := j.first + g
 			buf := make([]byte, j.size)
-			for c := range j.records {
+			for c := j.start; c < j.start+j.records; c++ {
 				fillRecord(buf, w, uint64(c), j.writers)
 				if _, err := l.Append(buf); err != nil {
 					errs <- fmt.Errorf("writer %d record %d: %w", w, c, err)

@@ -218,15 +218,21 @@ func mapFile(path string, idx, capacity uint64, extend bool) (*mfile, error) {
 	if err != nil {
 		return nil, err
 	}
-	size := fi.Size()
+	size := fi.Size() // before any preallocation: the tail must lie within it
 	if size < _hdrSize {
 		return nil, corrupt(name, size, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header page", ErrTruncated, size, _hdrSize))
+	}
+	var tb [8]byte
+	if _, err := f.ReadAt(tb[:], _offTail); err != nil {
+		return nil, fmt.Errorf("shmlog: read %s: %w", name, err)
+	}
+	if t := min(binary.LittleEndian.Uint64(tb[:]), capacity); int64(_hdrSize+t) > size {
+		return nil, corrupt(name, size, fmt.Errorf("%w: %d bytes, but %d bytes of data were claimed", ErrTruncated, size, t))
 	}
 	if size < full && extend {
 		if err := sys.Fallocate(f, 0, full); err != nil {
 			return nil, fmt.Errorf("shmlog: preallocate %s: %w", name, err)
 		}
-		size = full
 	}
 	m, err := sys.Mmap(f, 0, int(full), true)
 	if err != nil {
@@ -236,15 +242,11 @@ func mapFile(path string, idx, capacity uint64, extend bool) (*mfile, error) {
 	if err == nil && (p.index != idx || p.capacity != capacity) {
 		err = corrupt(name, _offIndex, fmt.Errorf("%w: file %d of %d data bytes where file %d of %d was due", ErrHeader, p.index, p.capacity, idx, capacity))
 	}
-	mf := &mfile{idx: idx, name: name, m: m, tail: sys.Uint64At(m, _offTail)}
-	if t := min(mf.tail.Load(), capacity); err == nil && int64(_hdrSize+t) > size {
-		err = corrupt(name, size, fmt.Errorf("%w: %d bytes, but %d bytes of data were claimed", ErrTruncated, size, t))
-	}
 	if err != nil {
 		sys.Munmap(m)
 		return nil, err
 	}
-	return mf, nil
+	return &mfile{idx: idx, name: name, m: m, tail: sys.Uint64At(m, _offTail)}, nil
 }
 
 // register takes a free slot, or one whose process is gone.

@@ -1,0 +1,294 @@
+package shmlog_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/shmlog"
+)
+
+// header returns a valid header page of a log of 1 MiB files.
+func header(idx uint64) []byte {
+	b := make([]byte, shmlog.HeaderSize)
+	shmlog.PutHeader(b, 1<<20-shmlog.HeaderSize, idx)
+	return b
+}
+
+func TestMisuse(t *testing.T) {
+	valid := append(header(0), make([]byte, 1<<20-shmlog.HeaderSize)...)
+	walHdr := make([]byte, shmlog.HeaderSize)
+	frame.PutFileHeader(walHdr, frame.FileHeader{Kind: frame.FileWAL})
+	patch := func(off int, v ...byte) []byte {
+		b := append([]byte(nil), valid...)
+		copy(b[off:], v)
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		off  int64
+		want error
+	}{
+		{"foreign", []byte(strings.Repeat("not a log\n", 1000)), 0, frame.ErrBadMagic},
+		{"version", patch(8, 9), 8, frame.ErrVersion},
+		{"wal", walHdr, 10, shmlog.ErrNotShm},
+		{"damaged params", patch(130, 0x55), 156, shmlog.ErrHeader},
+		{"damaged file header", patch(20, 0x55), 24, frame.ErrChecksum},
+		{"file 1 as file 0", append(header(1), make([]byte, 1<<20-shmlog.HeaderSize)...), 136, shmlog.ErrHeader},
+		{"truncated header", valid[:100], 100, shmlog.ErrTruncated},
+		{"truncated data", patch(256, 0, 0, 1), 4096, shmlog.ErrTruncated}, // tail 64 KiB, file cut below
+		{"empty", nil, 0, shmlog.ErrTruncated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := logPath(t)
+			data := tc.data
+			if tc.name == "truncated data" {
+				data = data[:shmlog.HeaderSize]
+			}
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, open := range []struct {
+				name string
+				fn   func() error
+			}{
+				{"Open", func() error {
+					l, err := shmlog.Open(path, nil)
+					if err == nil {
+						l.Close()
+					}
+					return err
+				}},
+				{"OpenReader", func() error {
+					r, err := shmlog.OpenReader(path, nil)
+					if err == nil {
+						r.Close()
+					}
+					return err
+				}},
+				{"Verify", func() error { _, err := shmlog.Verify(path, nil); return err }},
+			} {
+				err := open.fn()
+				var ce *shmlog.CorruptError
+				if !errors.As(err, &ce) || !errors.Is(err, tc.want) {
+					t.Fatalf("%s: %v, want a CorruptError wrapping %v", open.name, err, tc.want)
+				}
+				if ce.File != path || ce.Offset != tc.off {
+					t.Fatalf("%s: error names %s offset %d, want %s offset %d", open.name, ce.File, ce.Offset, path, tc.off)
+				}
+				if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "offset "+strconv.FormatInt(tc.off, 10)) {
+					t.Fatalf("%s: message %q does not name file and offset", open.name, err)
+				}
+			}
+		})
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	for _, o := range []shmlog.Options{{MaxFileSize: 100}, {MaxFileSize: 8193}, {MaxFileSize: 8 << 30}, {CommitTimeout: -1}} {
+		if l, err := shmlog.Open(logPath(t), &o); err == nil {
+			l.Close()
+			t.Errorf("Open with %+v succeeded", o)
+		}
+	}
+	l, err := shmlog.Open(logPath(t), &shmlog.Options{MaxFileSize: 8192})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Append(make([]byte, 4096-15)); !errors.Is(err, shmlog.ErrTooLarge) {
+		t.Fatalf("Append of a record larger than a file: %v", err)
+	}
+	if _, err := l.Append(make([]byte, 4096-16)); err != nil {
+		t.Fatalf("Append of a record that fills a file: %v", err)
+	}
+	if _, err := l.NewReader(3); err == nil {
+		t.Fatal("NewReader at an unaligned position succeeded")
+	}
+	dir := t.TempDir()
+	if _, err := shmlog.Open(dir, nil); err == nil {
+		t.Fatal("Open of a directory succeeded")
+	}
+}
+
+func TestClosed(t *testing.T) {
+	l, err := shmlog.Open(logPath(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append([]byte("x")); !errors.Is(err, shmlog.ErrClosed) {
+		t.Fatalf("Append after Close: %v", err)
+	}
+	if err := l.Close(); !errors.Is(err, shmlog.ErrClosed) {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// countProc returns the number of open descriptors of this process and of
+// its mappings of files under dir.
+func countProc(t *testing.T, dir string) (fds, maps int) {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc:", err)
+	}
+	m, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skip("no /proc:", err)
+	}
+	return len(ents), strings.Count(string(m), dir)
+}
+
+func TestNoLeak(t *testing.T) {
+	path := logPath(t)
+	o := &shmlog.Options{MaxFileSize: 16 << 10}
+	// Warm up once, so lazily opened runtime descriptors are counted.
+	l, err := shmlog.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	fds, maps := countProc(t, filepath.Dir(path))
+	if maps != 0 {
+		t.Fatalf("%d mappings of the log after Close", maps)
+	}
+	l, err = shmlog.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, m := countProc(t, filepath.Dir(path)); m != 2 {
+		t.Fatalf("an open Log has %d mappings, want 2 (so the count sees them)", m)
+	}
+	l.Close()
+	for i := range 10000 {
+		l, err := shmlog.Open(path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 0 { // roll now and then, and read
+			for range 100 {
+				l.Append(make([]byte, 100))
+			}
+			r, err := l.NewReader(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				if _, ok, err := r.Next(); !ok || err != nil {
+					break
+				}
+			}
+			r.Close()
+		} else {
+			l.Append([]byte("x"))
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fds2, maps2 := countProc(t, filepath.Dir(path))
+	if fds2 != fds || maps2 != maps {
+		t.Fatalf("after 10,000 opens: %d descriptors and %d mappings, before %d and %d", fds2, maps2, fds, maps)
+	}
+}
+
+func TestTrimAndCloseRaceWriters(t *testing.T) {
+	const procs, goroutines, records, size = 4, 2, 1000, 100
+	path := logPath(t)
+	var jobs []job
+	for p := range procs {
+		j := job{path: path, first: p * goroutines, goroutines: goroutines, records: records, size: size, fileSize: shmlog.DefaultMaxFileSize, writers: procs * goroutines}
+		if p%2 == 1 {
+			j.hook = "cycle"
+		}
+		jobs = append(jobs, j)
+	}
+	runChildren(t, jobs)
+	verify(t, path, size, counts(procs*goroutines, records))
+	// The last Close trimmed the active file after its tail.
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() >= shmlog.DefaultMaxFileSize {
+		t.Fatalf("file 0 is %d bytes after the last Close: not trimmed", fi.Size())
+	}
+	// And the next Open preallocates it again.
+	l, err := shmlog.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if fi, _ := os.Stat(path); fi.Size() != shmlog.DefaultMaxFileSize {
+		t.Fatalf("file 0 is %d bytes after Open, want %d", fi.Size(), shmlog.DefaultMaxFileSize)
+	}
+}
+
+func TestFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	path := filepath.Join(dir, "log")
+	if _, err := shmlog.Open(path, &shmlog.Options{MaxFileSize: 16 << 20}); err == nil {
+		t.Fatal("Open of a 16 MiB file on an 8 MiB disk succeeded")
+	} else if !strings.Contains(err.Error(), "preallocate") {
+		t.Fatalf("Open: %v", err)
+	}
+	l, err := shmlog.Open(path, &shmlog.Options{MaxFileSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p := make([]byte, 1000)
+	var n int
+	for ; ; n++ {
+		if _, err := l.Append(p); err != nil {
+			if !strings.Contains(err.Error(), "preallocate") || !strings.Contains(err.Error(), "no space") {
+				t.Fatalf("Append %d: %v", n, err)
+			}
+			break
+		}
+		if n > 10000 {
+			t.Fatal("an 8 MiB disk took 10 MB of records")
+		}
+	}
+	t.Logf("disk full after %d records", n)
+	// Every record appended before is there.
+	r, err := l.NewReader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got := 0
+	for {
+		_, ok, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		got++
+	}
+	if got != n {
+		t.Fatalf("read %d records, appended %d", got, n)
+	}
+	// No temporary file is left behind.
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(m) != 0 {
+		t.Fatalf("left %v", m)
+	}
+}
