@@ -23,3 +23,6 @@ func DecodeHeader(name string, b []byte) (capacity, index uint64, err error) {
 
 // FileName returns the name of file idx of the log at path.
 func FileName(path string, idx uint64) string { return fileName(path, idx) }
+
+// SetBeforeHeader makes every claim run fn before writing its header.
+func (l *Log) SetBeforeHeader(fn func()) { l.beforeHeader = fn }

@@ -70,6 +70,17 @@ func child(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if j.hook == "hole" {
+		// Claim, then stop before writing the header until killed.
+		l.SetBeforeHeader(func() {
+			fmt.Println("claimed")
+			var b [1]byte
+			os.Stdin.Read(b[:])
+			select {}
+		})
+		l.Append(make([]byte, j.size))
+		return 1
+	}
 	if j.hook == "hold" {
 		r, err := l.Reserve(j.size)
 		if err != nil {
@@ -114,6 +125,7 @@ func child(spec string) int {
 		}
 		return 0
 	}
+	fmt.Println("open")
 	if err := appendAll(l, j); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -171,7 +183,7 @@ func runChildren(t *testing.T, jobs []job) {
 	outs := make([]*bytes.Buffer, len(jobs))
 	for i, j := range jobs {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), _childEnv+"="+j.String())
+		cmd.Env = append(os.Environ(), _childEnv+"="+j.String(), "GORACE=atexit_sleep_ms=0")
 		outs[i] = new(bytes.Buffer)
 		cmd.Stdout, cmd.Stderr = outs[i], outs[i]
 		if err := cmd.Start(); err != nil {

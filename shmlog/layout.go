@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 
 	"github.com/appendlog/appendlog/frame"
@@ -122,7 +121,8 @@ const (
 
 // createFile creates file p.index of the log at path, preallocated and with
 // its header page written, under a temporary name renamed into place, so
-// other processes see either no file or a whole one.
+// other processes see either no file or a whole one. The directory entry is
+// made durable by the next Log.Sync.
 // REQUIRES: the caller holds the exclusive lock of path.lock.
 func createFile(path string, p params, perm os.FileMode) error {
 	name := fileName(path, p.index)
@@ -152,7 +152,7 @@ func createFile(path string, p params, perm os.FileMode) error {
 		os.Remove(tmp)
 		return err
 	}
-	return sys.SyncDir(filepath.Dir(name))
+	return nil
 }
 
 // header gives typed access to the shared words of a mapped file 0 header

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,9 @@ type Log struct {
 	o        Options
 	capacity uint64
 	alive    func(pid int, start uint64) bool // test seam
+	// beforeHeader, if not nil, runs between a claim and its header CAS
+	// (test seam).
+	beforeHeader func()
 
 	lockf *os.File // path.lock: exclusive while joining, rolling, closing
 	f0    *os.File // file 0: shared flock for the Log's lifetime
@@ -85,8 +89,9 @@ type Log struct {
 	marker   uint64         // low 32 bits of this Log's in-progress words
 	claiming *atomic.Uint64 // this slot's claiming counter
 
-	cur    atomic.Pointer[mfile]
-	closed atomic.Bool
+	cur       atomic.Pointer[mfile]
+	closed    atomic.Bool
+	dirSynced atomic.Bool // Sync made the directory durable once
 
 	mu struct {
 		sync.Mutex
@@ -358,6 +363,9 @@ func (l *Log) Reserve(n int) (Reservation, error) {
 		l.claiming.Add(1)
 		off := f.tail.Add(size) - size
 		if off+size <= l.capacity {
+			if l.beforeHeader != nil {
+				l.beforeHeader()
+			}
 			w := uint64(n)<<32 | l.marker
 			hw := sys.Uint64At(f.m, _hdrSize+int(off))
 			ok := hw.CompareAndSwap(0, w)
@@ -415,8 +423,8 @@ func (l *Log) roll(idx uint64) error {
 }
 
 // Sync makes every record committed before it durable: it fdatasyncs each
-// file this Log appended to since the last Sync. ctx is checked between
-// files.
+// file this Log appended to since the last Sync, then the directory when
+// files may have been created since. ctx is checked between files.
 func (l *Log) Sync(ctx context.Context) error {
 	cur := l.cur.Load()
 	if cur == nil {
@@ -438,6 +446,12 @@ func (l *Log) Sync(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("shmlog: sync: %w", err)
 		}
+	}
+	if !l.dirSynced.Load() || from < cur.idx {
+		if err := sys.SyncDir(filepath.Dir(l.path)); err != nil {
+			return fmt.Errorf("shmlog: sync: %w", err)
+		}
+		l.dirSynced.Store(true)
 	}
 	l.mu.Lock()
 	if l.mu.synced < cur.idx {
