@@ -32,6 +32,9 @@ type Log struct {
 		buf []byte // Protected by the mutex.
 	}
 
+	// cursors are the log's durable consumer cursors (cursor.go).
+	cursors cursorSet
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -299,11 +302,15 @@ func (l *Log) Stats() Stats {
 // ErrClosed.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
+		l.cursors.stop()
 		err := l.eng.Close()
 		if err != nil {
 			err = fmt.Errorf("wal: close: %w", err)
 		}
 		if cerr := l.w.closeFile(err == nil); err == nil {
+			err = cerr
+		}
+		if cerr := l.cursors.close(l.DurableSeq()); err == nil {
 			err = cerr
 		}
 		if lerr := l.lock.Close(); err == nil && lerr != nil {

@@ -64,6 +64,8 @@ const (
 	DefaultBatchAge      = 10 * time.Millisecond
 	DefaultSyncEvery     = 100 * time.Millisecond
 	DefaultFlushInterval = 10 * time.Millisecond
+	// DefaultCheckpointEvery is the default Options.CheckpointEvery.
+	DefaultCheckpointEvery = time.Second
 )
 
 // Options configures a Log. A nil *Options, or a zero field, means the
@@ -97,6 +99,10 @@ type Options struct {
 	// sealed segments and damage inside them is found only by a Reader,
 	// Verify or Repair.
 	VerifyOnOpen bool
+	// CheckpointEvery is how often the log writes the committed position
+	// of each Cursor whose acks moved it since its last checkpoint (see
+	// Cursor). Default DefaultCheckpointEvery.
+	CheckpointEvery time.Duration
 
 	// fsys is the file system, vfs.OS() when nil. Tests set it (see
 	// export_test.go).
@@ -139,6 +145,9 @@ func (o *Options) withDefaults() Options {
 	if c.FlushInterval == 0 {
 		c.FlushInterval = DefaultFlushInterval
 	}
+	if c.CheckpointEvery == 0 {
+		c.CheckpointEvery = DefaultCheckpointEvery
+	}
 	return c
 }
 
@@ -162,7 +171,7 @@ func (c *Options) validate() error {
 	if c.Sync < SyncNever || c.Sync > SyncBatch {
 		errs = append(errs, fmt.Errorf("unknown Sync mode %d", c.Sync))
 	}
-	if c.SyncEvery < 0 || c.BatchAge < 0 || c.BatchBytes < 0 || c.FlushInterval < 0 {
+	if c.SyncEvery < 0 || c.BatchAge < 0 || c.BatchBytes < 0 || c.FlushInterval < 0 || c.CheckpointEvery < 0 {
 		errs = append(errs, errors.New("durations and sizes must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -1,0 +1,744 @@
+package wal
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/engine/clock"
+	"github.com/appendlog/appendlog/internal/vfs"
+)
+
+// A Cursor is a named, durable consumer position in a log: the broker
+// pattern of acks in memory and offsets checkpointed.
+//
+// Its committed position is the lowest sequence number not yet acked:
+// every record below it was acked, in whatever order. Ack records an ack in
+// memory only. The committed position is checkpointed to the cursor's file
+// every Options.CheckpointEvery (by one goroutine per log, joined by Close)
+// when it moved, on Commit, and on Close. A checkpoint never points past
+// what is durable in the log: it covers only records that survived
+// fdatasync. After a crash a cursor resumes from its last checkpoint: the
+// records from there on may be delivered again (at least once), none
+// before it are.
+//
+// # Files
+//
+// A log's cursors live in the subdirectory cursors of the log directory,
+// one file per cursor, named by the cursor's name:
+//
+//	+---------------------+-------------+----------------+---------------+-------+--------------+
+//	| magic "APNDCUR\x00" | version (4) | committed (8)  | name len (2)  | name  | CRC-32C (4)  |
+//	+---------------------+-------------+----------------+---------------+-------+--------------+
+//
+// Integers are little-endian; the CRC-32C (Castagnoli) covers every byte
+// before it; committed is the lowest unacked sequence number (at least 1).
+// A checkpoint replaces the file atomically: it is written to
+// cursors/.checkpoint.tmp, fdatasynced, renamed over the cursor's file, and
+// the directory is fsynced. A power cut leaves the old checkpoint or the
+// new one, never a mix.
+//
+// These constants are part of the file format; they must not change.
+const (
+	cursorDir      = "cursors"
+	_cursorMagic   = "APNDCUR\x00"
+	_cursorVersion = 1
+	_cursorTmp     = ".checkpoint.tmp"
+	// _cursorFixed is the size of a cursor file without its name.
+	_cursorFixed = len(_cursorMagic) + 4 + 8 + 2 + 4
+)
+
+// MaxCursorName bounds a cursor name's length in bytes.
+const MaxCursorName = 255
+
+// _ackWindow is how far above the committed position an ack may be: the
+// number of slots in a Cursor's ack window. A power of two.
+const _ackWindow = 1 << 13
+
+var _cursorCRC = crc32.MakeTable(crc32.Castagnoli)
+
+// These errors are returned by Log.Cursor and Cursor methods.
+var (
+	// ErrCursorName is returned (wrapped, with the name quoted) by
+	// Log.Cursor for a name that is not 1 to MaxCursorName bytes of ASCII
+	// letters, digits, '.', '_' and '-' not starting with '.'.
+	ErrCursorName = errors.New("wal: invalid cursor name")
+	// ErrCursorOpen is returned by Log.Cursor for a cursor already open
+	// on the log: one consumer position has one owner.
+	ErrCursorOpen = errors.New("wal: cursor already open")
+	// ErrBadCursorFile is wrapped by the *CursorFileError of a cursor file
+	// that is damaged, truncated, of another version, or not a cursor file.
+	ErrBadCursorFile = errors.New("wal: bad cursor file")
+	// ErrAckRange is returned (wrapped) by Ack for a sequence number that
+	// was not appended, or that is too far (more than the ack window)
+	// above the committed position.
+	ErrAckRange = errors.New("wal: ack out of range")
+)
+
+// CursorFileError reports a cursor file that cannot be used: Path is the
+// file and Problem says what is wrong with it. errors.Is(err,
+// ErrBadCursorFile) matches it.
+type CursorFileError struct {
+	Path    string
+	Problem string
+}
+
+func (e *CursorFileError) Error() string {
+	return fmt.Sprintf("wal: bad cursor file %s: %s", e.Path, e.Problem)
+}
+
+// Is reports whether target is ErrBadCursorFile.
+func (e *CursorFileError) Is(target error) bool { return target == ErrBadCursorFile }
+
+// checkCursorName reports why name cannot name a cursor, or nil.
+func checkCursorName(name string) error {
+	bad := func(why string) error { return fmt.Errorf("%w %q: %s", ErrCursorName, name, why) }
+	switch {
+	case name == "":
+		return bad("empty")
+	case len(name) > MaxCursorName:
+		return bad(fmt.Sprintf("%d bytes (max %d)", len(name), MaxCursorName))
+	case name[0] == '.':
+		return bad("starts with '.'")
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return bad(fmt.Sprintf("byte %d is %q (want letters, digits, '.', '_' or '-')", i, c))
+		}
+	}
+	return nil
+}
+
+// encodeCursor returns the file content of cursor name at committed.
+func encodeCursor(name string, committed uint64) []byte {
+	b := make([]byte, _cursorFixed+len(name))
+	copy(b, _cursorMagic)
+	o := len(_cursorMagic)
+	binary.LittleEndian.PutUint32(b[o:], _cursorVersion)
+	binary.LittleEndian.PutUint64(b[o+4:], committed)
+	binary.LittleEndian.PutUint16(b[o+12:], uint16(len(name)))
+	copy(b[o+14:], name)
+	n := len(b) - 4
+	binary.LittleEndian.PutUint32(b[n:], crc32.Checksum(b[:n], _cursorCRC))
+	return b
+}
+
+// decodeCursor decodes a cursor file's content. It returns the name
+// recorded in it and the committed position, or a description of what is
+// wrong.
+func decodeCursor(b []byte) (name string, committed uint64, problem string) {
+	o := len(_cursorMagic)
+	switch {
+	case len(b) == 0:
+		return "", 0, "empty file"
+	case len(b) < o || string(b[:o]) != _cursorMagic:
+		return "", 0, "not a cursor file (no cursor magic)"
+	case len(b) < _cursorFixed:
+		return "", 0, fmt.Sprintf("truncated: %d bytes, a cursor file has at least %d", len(b), _cursorFixed)
+	}
+	if v := binary.LittleEndian.Uint32(b[o:]); v != _cursorVersion {
+		return "", 0, fmt.Sprintf("version %d, this build reads version %d", v, _cursorVersion)
+	}
+	nl := int(binary.LittleEndian.Uint16(b[o+12:]))
+	if want := _cursorFixed + nl; len(b) != want {
+		return "", 0, fmt.Sprintf("%d bytes, but its name length %d makes %d", len(b), nl, want)
+	}
+	n := len(b) - 4
+	if got, want := crc32.Checksum(b[:n], _cursorCRC), binary.LittleEndian.Uint32(b[n:]); got != want {
+		return "", 0, fmt.Sprintf("checksum mismatch (stored %#08x, computed %#08x)", want, got)
+	}
+	committed = binary.LittleEndian.Uint64(b[o+4:])
+	name = string(b[o+14 : n])
+	if err := checkCursorName(name); err != nil {
+		return "", 0, fmt.Sprintf("records an invalid name: %v", err)
+	}
+	if committed == 0 {
+		return "", 0, "committed position 0 (sequence numbers start at 1)"
+	}
+	return name, committed, ""
+}
+
+// readCursorFile reads and checks the cursor file of name in dir's cursors
+// directory. A missing file is returned as an error wrapping
+// fs.ErrNotExist.
+func readCursorFile(fsys vfs.FS, dir, name string) (uint64, error) {
+	path := filepath.Join(dir, cursorDir, name)
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return 0, fmt.Errorf("wal: read cursor file %s: %w", path, err)
+	}
+	if size > int64(_cursorFixed+MaxCursorName) {
+		return 0, &CursorFileError{Path: path, Problem: fmt.Sprintf("%d bytes, a cursor file has at most %d", size, _cursorFixed+MaxCursorName)}
+	}
+	b := make([]byte, size)
+	if n, err := f.ReadAt(b, 0); n < len(b) {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, fmt.Errorf("wal: read cursor file %s: %w", path, err)
+	}
+	got, committed, problem := decodeCursor(b)
+	if problem == "" && got != name {
+		problem = fmt.Sprintf("records cursor %q, not %q", got, name)
+	}
+	if problem != "" {
+		return 0, &CursorFileError{Path: path, Problem: problem}
+	}
+	return committed, nil
+}
+
+// cursorSet is a log's registry of open cursors and their checkpointer. Its
+// zero value has no cursors and no goroutine.
+type cursorSet struct {
+	mu struct {
+		sync.Mutex
+		open    map[string]*Cursor // Protected by mu.
+		started bool               // the checkpointer runs. Protected by mu.
+		closed  bool               // Log.Close stopped the set. Protected by mu.
+	}
+	stopc chan struct{} // closed to stop the checkpointer
+	done  chan struct{} // closed when the checkpointer exits
+
+	// write serialises checkpoint writes: they share one temporary file.
+	write sync.Mutex
+	// writes counts checkpoint files written since Open.
+	writes atomic.Int64
+}
+
+// stop stops the checkpointer and waits for it. Called by Log.Close before
+// the engine stops; later Cursor calls fail with ErrClosed.
+func (s *cursorSet) stop() {
+	s.mu.Lock()
+	s.mu.closed = true
+	started := s.mu.started
+	s.mu.Unlock()
+	if started {
+		close(s.stopc)
+		<-s.done
+	}
+}
+
+// close writes the last checkpoint of every open cursor, clamped to the
+// durable records (seqs below durable+1), and closes them. Called by
+// Log.Close after the final sync.
+func (s *cursorSet) close(durable uint64) error {
+	s.mu.Lock()
+	open := s.mu.open
+	s.mu.open = nil
+	s.mu.Unlock()
+	var errs []error
+	for _, c := range open {
+		errs = append(errs, c.checkpoint(durable+1))
+		c.closed.Store(true)
+	}
+	return errors.Join(errs...)
+}
+
+// loop is the checkpointer: every period it checkpoints each open cursor
+// whose committed position moved, as far as the durable records allow.
+func (s *cursorSet) loop(l *Log, clk clock.Clock) {
+	defer close(s.done)
+	period := l.opts.CheckpointEvery
+	t := clk.NewTimer(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopc:
+			return
+		case <-t.C():
+		}
+		limit := l.DurableSeq() + 1
+		for _, c := range s.snapshot() {
+			// A failed write is kept in c.err and returned by Commit and
+			// Close; the next period tries again.
+			_ = c.checkpoint(limit)
+		}
+		t.Reset(period)
+	}
+}
+
+// snapshot returns the open cursors.
+func (s *cursorSet) snapshot() []*Cursor {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Cursor, 0, len(s.mu.open))
+	for _, c := range s.mu.open {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Cursor is an open durable consumer position; see Log.Cursor. Ack may be
+// called from many goroutines at once; Next from one goroutine at a time.
+type Cursor struct {
+	l    *Log
+	name string
+	path string
+
+	// floor is the committed position: the lowest unacked sequence number.
+	floor atomic.Uint64
+	// slots is the ack window: slot seq%_ackWindow holds seq once seq was
+	// acked (for seq in [floor, floor+_ackWindow)). A slot only grows, so
+	// a late duplicate ack never overwrites a newer one.
+	slots [_ackWindow]atomic.Uint64
+	// appended caches a NextSeq of the log: acks below it need no check.
+	appended atomic.Uint64
+
+	// written is the committed position of the last checkpoint written.
+	// Protected by l.cursors.write.
+	written uint64
+	// err is the error of the last checkpoint write, nil once one
+	// succeeds. Protected by l.cursors.write.
+	err error
+	// clampedFrom is the checkpoint found past the log's end when the
+	// cursor was opened, 0 if none.
+	clampedFrom uint64
+
+	closed atomic.Bool
+	// next is the sequence number Next delivers next. Next's goroutine only.
+	next uint64
+}
+
+// Cursor opens the durable cursor name on the log, creating it at the
+// log's first record if it does not exist. The name is 1 to MaxCursorName
+// bytes of ASCII letters, digits, '.', '_' and '-', not starting with '.'
+// (ErrCursorName otherwise); a cursor may be open once per log
+// (ErrCursorOpen). A damaged or foreign cursor file is a *CursorFileError
+// naming the file and the problem. A checkpoint past the log's end (the log
+// was cut, by Repair for example) is clamped to the end and reported by
+// Clamped, never reset to the start.
+func (l *Log) Cursor(name string) (*Cursor, error) {
+	if err := checkCursorName(name); err != nil {
+		return nil, err
+	}
+	s := &l.cursors
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return nil, ErrClosed
+	}
+	if err := l.mapErr(l.eng.Err()); err != nil {
+		return nil, err
+	}
+	if _, ok := s.mu.open[name]; ok {
+		return nil, fmt.Errorf("%w: %q", ErrCursorOpen, name)
+	}
+	fsys := l.opts.fsys
+	cdir := filepath.Join(l.dir, cursorDir)
+	if _, err := fsys.Stat(cdir); errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.MkdirAll(cdir, 0o755); err != nil {
+			return nil, fmt.Errorf("wal: create cursor directory %s: %w", cdir, err)
+		}
+		if err := fsys.SyncDir(l.dir); err != nil {
+			return nil, fmt.Errorf("wal: create cursor directory %s: sync %s: %w", cdir, l.dir, err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("wal: cursor directory %s: %w", cdir, err)
+	}
+	c := &Cursor{l: l, name: name, path: filepath.Join(cdir, name)}
+	first, end := l.rec.FirstSeq, l.NextSeq()
+	committed, err := readCursorFile(fsys, l.dir, name)
+	fresh := errors.Is(err, fs.ErrNotExist)
+	switch {
+	case fresh:
+		committed = first
+	case err != nil:
+		return nil, err
+	case committed > end:
+		// The log was cut below the checkpoint: resume at its end.
+		c.clampedFrom = committed
+		committed = end
+	}
+	c.floor.Store(committed)
+	c.next = committed
+	c.appended.Store(end)
+	if fresh || c.clampedFrom != 0 {
+		// Make the cursor (or its clamped position) durable now.
+		s.write.Lock()
+		err := c.writeCheckpoint(committed)
+		s.write.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		c.written = committed
+	}
+	if s.mu.open == nil {
+		s.mu.open = make(map[string]*Cursor)
+	}
+	s.mu.open[name] = c
+	if !s.mu.started {
+		s.mu.started = true
+		s.stopc, s.done = make(chan struct{}), make(chan struct{})
+		clk := l.opts.clock
+		if clk == nil {
+			clk = clock.Real()
+		}
+		go s.loop(l, clk)
+	}
+	return c, nil
+}
+
+// Name returns the cursor's name.
+func (c *Cursor) Name() string { return c.name }
+
+// Committed returns the committed position: the lowest sequence number not
+// yet acked. It may be ahead of the last checkpoint.
+func (c *Cursor) Committed() uint64 { return c.floor.Load() }
+
+// Clamped reports a checkpoint found past the log's end when the cursor
+// was opened (the log was cut below it): from is the checkpointed position,
+// and the cursor resumed at the log's end instead.
+func (c *Cursor) Clamped() (from uint64, ok bool) { return c.clampedFrom, c.clampedFrom != 0 }
+
+// Ack records that record seq was consumed. It does no I/O and does not
+// allocate. Acks may come in any order and more than once; the committed
+// position moves to the lowest sequence number not yet acked. An ack below
+// the committed position does nothing. A sequence number not appended yet,
+// or more than the ack window (8192 records) above the committed position,
+// is ErrAckRange; after Close, ErrClosed.
+func (c *Cursor) Ack(seq uint64) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	f := c.floor.Load()
+	if seq < f {
+		return nil
+	}
+	if seq-f >= _ackWindow || seq >= c.appended.Load() {
+		if err := c.checkAck(seq, f); err != nil {
+			return err
+		}
+	}
+	c.mark(seq)
+	return nil
+}
+
+// mark marks seq acked and moves the floor over every acked slot.
+// REQUIRES: seq-floor < _ackWindow.
+func (c *Cursor) mark(seq uint64) {
+	s := &c.slots[seq&(_ackWindow-1)]
+	for {
+		old := s.Load()
+		if old >= seq || s.CompareAndSwap(old, seq) {
+			break
+		}
+	}
+	for {
+		f := c.floor.Load()
+		if c.slots[f&(_ackWindow-1)].Load() != f {
+			return
+		}
+		c.floor.CompareAndSwap(f, f+1)
+	}
+}
+
+// checkAck is Ack's slow path: it refreshes the cached end of the log and
+// says why seq cannot be acked, if it cannot.
+func (c *Cursor) checkAck(seq, floor uint64) error {
+	if end := c.l.NextSeq(); seq >= end {
+		return fmt.Errorf("%w: cursor %q: seq %d was not appended (next is %d)", ErrAckRange, c.name, seq, end)
+	} else {
+		c.appended.Store(end)
+	}
+	if seq-floor >= _ackWindow {
+		return fmt.Errorf("%w: cursor %q: seq %d is %d records above the committed position %d (the ack window is %d): ack the records below it first",
+			ErrAckRange, c.name, seq, seq-floor, floor, _ackWindow)
+	}
+	return nil
+}
+
+// Commit waits until every acked record below the committed position is
+// durable in the log and writes a checkpoint of it. Cancelling ctx abandons
+// the wait. A nil ctx is ErrNilContext.
+func (c *Cursor) Commit(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: Commit", ErrNilContext)
+	}
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	f := c.floor.Load()
+	if f > 1 {
+		if err := c.l.WaitDurable(ctx, f-1); err != nil {
+			return err
+		}
+	}
+	return c.checkpoint(f)
+}
+
+// Close writes a last checkpoint (after waiting for the acked records to
+// be durable) and closes the cursor; it may then be opened again. Later
+// calls to Close return nil, other methods ErrClosed. Log.Close closes
+// every open cursor.
+func (c *Cursor) Close() error {
+	s := &c.l.cursors
+	s.mu.Lock()
+	if s.mu.open[c.name] != c {
+		s.mu.Unlock()
+		return nil // closed already, by Close or Log.Close
+	}
+	s.mu.Unlock()
+	err := c.Commit(context.Background())
+	if errors.Is(err, ErrClosed) {
+		err = nil
+	}
+	s.mu.Lock()
+	if s.mu.open[c.name] == c {
+		delete(s.mu.open, c.name)
+	}
+	c.closed.Store(true)
+	s.mu.Unlock()
+	return err
+}
+
+// checkpoint writes the committed position, clamped below limit (the
+// sequence number after the last durable record), if it moved since the
+// last checkpoint.
+func (c *Cursor) checkpoint(limit uint64) error {
+	v := min(c.floor.Load(), limit)
+	s := &c.l.cursors
+	s.write.Lock()
+	defer s.write.Unlock()
+	if v <= c.written {
+		return c.err
+	}
+	c.err = c.writeCheckpoint(v)
+	return c.err
+}
+
+// writeCheckpoint replaces the cursor's file with one recording committed.
+// REQUIRES: l.cursors.write is held.
+func (c *Cursor) writeCheckpoint(committed uint64) error {
+	fsys := c.l.opts.fsys
+	cdir := filepath.Join(c.l.dir, cursorDir)
+	tmp := filepath.Join(cdir, _cursorTmp)
+	fail := func(what string, err error) error {
+		return fmt.Errorf("wal: checkpoint cursor %q (%s): %s: %w", c.name, c.path, what, err)
+	}
+	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fail("create "+tmp, err)
+	}
+	if _, err := f.WriteAt(encodeCursor(c.name, committed), 0); err != nil {
+		f.Close()
+		return fail("write "+tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fail("fdatasync "+tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fail("close "+tmp, err)
+	}
+	if err := fsys.Rename(tmp, c.path); err != nil {
+		return fail("rename", err)
+	}
+	if err := fsys.SyncDir(cdir); err != nil {
+		return fail("sync directory", err)
+	}
+	c.written = committed
+	c.l.cursors.writes.Add(1)
+	return nil
+}
+
+// CursorInfo describes a cursor of a log.
+type CursorInfo struct {
+	Name string
+	// Committed is the checkpointed position: the lowest sequence number
+	// not acked when the checkpoint was written. A consumer resumes there.
+	Committed uint64
+	// Acked is the committed position in memory for a cursor open on this
+	// Log (it may be ahead of Committed), else Committed.
+	Acked uint64
+	// Open reports whether the cursor is open on this Log.
+	Open bool
+	// Lag counts the sequence numbers from Committed to the log's end, and
+	// LagBytes the bytes of their frames in the segments (frame headers
+	// included).
+	Lag      uint64
+	LagBytes int64
+	// Err is set instead of the positions for a cursor file that cannot be
+	// read (a *CursorFileError for a damaged or foreign one).
+	Err error
+}
+
+// Cursors lists the log's cursors, open or not, in name order, with their
+// committed positions and lag.
+func (l *Log) Cursors() ([]CursorInfo, error) {
+	if err := l.mapErr(l.eng.Err()); err != nil {
+		return nil, err
+	}
+	if err := l.Flush(context.Background()); err != nil {
+		return nil, err
+	}
+	infos, err := readCursors(l.opts.fsys, l.dir, l.NextSeq(), l.opts.MaxRecordSize)
+	if err != nil {
+		return nil, err
+	}
+	s := &l.cursors
+	s.mu.Lock()
+	for i := range infos {
+		if c, ok := s.mu.open[infos[i].Name]; ok {
+			infos[i].Open, infos[i].Acked = true, c.floor.Load()
+		}
+	}
+	s.mu.Unlock()
+	return infos, nil
+}
+
+// ReadCursors lists the cursors of the log in dir without opening it (no
+// lock, nothing written), with their committed positions and their lag
+// behind the records in the segments. It works while another process
+// writes the log. A directory that is not a log is a *NotLogError.
+func ReadCursors(dir string, opts *Options) ([]CursorInfo, error) {
+	o := opts.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if _, _, err := openDir(o.fsys, dir, "read cursors"); err != nil {
+		return nil, err
+	}
+	r, err := OpenReader(dir, 0, &o)
+	if err != nil {
+		return nil, err
+	}
+	next := uint64(1)
+	if len(r.segs) > 0 {
+		// The end of the log: read the last segment through.
+		r.i, r.expect = len(r.segs)-1, r.segs[len(r.segs)-1].firstSeq
+		r.readThroughGaps()
+		next = r.expect
+	}
+	r.Close()
+	return readCursors(o.fsys, dir, next, o.MaxRecordSize)
+}
+
+// readCursors lists the cursor files in dir's cursors directory, for a log
+// whose records end before next.
+func readCursors(fsys vfs.FS, dir string, next uint64, maxRec int) ([]CursorInfo, error) {
+	cdir := filepath.Join(dir, cursorDir)
+	names, err := fsys.List(cdir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wal: list cursors in %s: %w", cdir, err)
+	}
+	segs, _, _, err := listSegments(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []CursorInfo
+	for _, n := range names {
+		if strings.HasPrefix(n, ".") {
+			continue // a checkpoint being written, or left by a crash
+		}
+		ci := CursorInfo{Name: n}
+		if err := checkCursorName(n); err != nil {
+			ci.Err = &CursorFileError{Path: filepath.Join(cdir, n), Problem: "not a cursor file name: " + err.Error()}
+			out = append(out, ci)
+			continue
+		}
+		committed, err := readCursorFile(fsys, dir, n)
+		if err != nil {
+			ci.Err = err
+			out = append(out, ci)
+			continue
+		}
+		ci.Committed, ci.Acked = committed, committed
+		if committed < next {
+			ci.Lag = next - committed
+			if ci.LagBytes, err = bytesFrom(fsys, dir, segs, committed, maxRec); err != nil {
+				ci.Err = err
+			}
+		}
+		out = append(out, ci)
+	}
+	return out, nil
+}
+
+// bytesFrom returns the bytes of the frames from record seq to the end of
+// the log: sealed segments after seq's are counted from their sizes, seq's
+// segment and the last one are read.
+func bytesFrom(fsys vfs.FS, dir string, segs []segInfo, seq uint64, maxRec int) (int64, error) {
+	k := 0
+	for i, s := range segs {
+		if s.firstSeq <= seq {
+			k = i
+		}
+	}
+	var total int64
+	for i := k; i < len(segs); i++ {
+		if i > k && i < len(segs)-1 {
+			st, err := fsys.Stat(filepath.Join(dir, segs[i].name))
+			if err != nil {
+				return 0, fmt.Errorf("wal: stat %s: %w", segs[i].name, err)
+			}
+			total += max(st.Size()-headerPage-frame.FooterSize, 0)
+			continue
+		}
+		from := segs[i].firstSeq
+		if i == k {
+			from = seq
+		}
+		r := &Reader{fsys: fsys, dir: dir, segs: segs[i : i+1], from: from, maxRec: maxRec, expect: segs[i].firstSeq, footerAt: -1}
+		start := int64(-1)
+		for r.Next() || r.gap != nil {
+			if start < 0 && r.gap == nil {
+				start = r.offset
+			}
+		}
+		if start >= 0 {
+			total += r.dataEnd - start
+		}
+		r.Close()
+	}
+	return total, nil
+}
+
+// cursorFloor returns the lowest checkpointed position of the log's
+// cursors (ok false when it has none): retention must not delete records
+// at or above it. A cursor file that cannot be read is an error: retention
+// must then not guess.
+func (l *Log) cursorFloor() (floor uint64, ok bool, err error) {
+	cdir := filepath.Join(l.dir, cursorDir)
+	names, err := l.opts.fsys.List(cdir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("wal: list cursors in %s: %w", cdir, err)
+	}
+	l.cursors.write.Lock()
+	defer l.cursors.write.Unlock()
+	for _, n := range names {
+		if strings.HasPrefix(n, ".") {
+			continue
+		}
+		c, err := readCursorFile(l.opts.fsys, l.dir, n)
+		if err != nil {
+			return 0, false, err
+		}
+		if !ok || c < floor {
+			floor, ok = c, true
+		}
+	}
+	return floor, ok, nil
+}
