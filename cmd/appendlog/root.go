@@ -99,6 +99,7 @@ errors.`,
 		newVerifyCmd(),
 		newDumpCmd(),
 		newRepairCmd(),
+		newShmCmd(started),
 	} {
 		c.Args = usageArgs(c.Args)
 		c.RunE = markStarted(started, c.RunE)
