@@ -57,10 +57,10 @@
 //
 // To append n bytes (n ≤ C-16), a writer:
 //
-//  1. adds 1 to its slot's claiming counter;
+//  1. adds 1 to its slot's entered counter;
 //  2. claims: o = atomic add of S(n) to the file's tail, minus S(n);
 //  3. if o+S(n) ≤ C: CASes W at o from 0 to its in-progress word, then
-//     subtracts 1 from claiming, stores seq, copies the payload, computes
+//     adds 1 to its slot's left counter, stores seq, copies the payload, computes
 //     the CRC and commits by CASing W from its in-progress word to the
 //     record word. A failed commit CAS means another process padded the
 //     frame over (the owner was judged dead): the record is not in the log
@@ -68,8 +68,8 @@
 //     never read. A failed first CAS means the same.
 //  4. if o < C < o+S(n) (the claim crosses the end): if C-o ≥ 16, CASes W
 //     at o from 0 to a padding frame of C-o-16 bytes (seq stored first);
-//     subtracts 1 from claiming; then rolls (5) and retries in file i+1.
-//  5. if o ≥ C: subtracts 1 from claiming and rolls: under an exclusive
+//     adds 1 to left; then rolls (5) and retries in file i+1.
+//  5. if o ≥ C: adds 1 to left and rolls: under an exclusive
 //     flock of P.lock, if active is still i, creates file i+1 (written to
 //     a temporary name, preallocated, header filled, renamed into place)
 //     and sets active to i+1; then maps file active and retries there.
@@ -80,8 +80,9 @@
 //
 // A slot is [0:8) state = generation<<32 | pid (pid 0: free), [8:16) the
 // process start time (field 22 of /proc/PID/stat, 0 while registering),
-// [16:24) claiming, the number of the process's appends between steps 1
-// and 3 (or 4). Open takes a free slot, or one whose process is gone,
+// [16:24) entered and [24:32) left, the counts of the process's claims that
+// passed step 1 and that passed the end of step 3, 4 or 5: entered - left
+// claims are between their tail add and their header. Open takes a free slot, or one whose process is gone,
 // under the exclusive flock of P.lock, by CASing state to generation+1 and
 // the new pid; Close frees it (generation+1, pid 0). A process is gone if
 // /proc/PID/stat is missing or a zombie's, or its start time differs.
@@ -96,11 +97,14 @@
 //     LiveTimeout whatever the owner): store seq, then CAS W from the
 //     in-progress word to a padding word of the same length. The owner, if
 //     it was only stopped, fails its commit CAS and never overwrites.
-//   - claimed but not started (W == 0 at o < tail): after reading tail T,
-//     when no live process has claiming > 0 (a claim below T by a live
-//     process has therefore written its W), every zero word from o up to
-//     the next non-zero word below min(T, C) belongs to dead claimers:
-//     CAS W at o from 0 to one padding frame over that range.
+//   - claimed but not started (W == 0 at o < tail): the reader reads tail
+//     T, then each slot's state and entered count E; once every slot
+//     still in that state has left ≥ E or a process that is gone, every
+//     claim below T by a live process has written its W, so the zero words
+//     from o up to the next non-zero word below min(T, C) belong to dead
+//     claimers: CAS W at o from 0 to one padding frame over that range.
+//     Waiting for left ≥ E, not for a moment with no claim in flight, means
+//     busy live writers cannot starve the reader.
 //
 // A live writer is never padded over while its process lives, unless
 // LiveTimeout says so. Writers never wait for each other: only readers

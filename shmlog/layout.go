@@ -15,23 +15,24 @@ import (
 // These constants are part of the layout (see the package doc); they must
 // not change.
 const (
-	_hdrSize    = frame.FileHeaderSize
-	_offParams  = 128
-	_offCap     = 128
-	_offIndex   = 136
-	_offAlign   = 144
-	_offSlotN   = 148
-	_offParCRC  = 156
-	_offTail    = 256
-	_offActive  = 320
-	_offPadded  = 384
-	_offSlots   = 1024
-	_slotSize   = 64
-	_slots      = 48
-	_align      = 8
-	_slotState  = 0
-	_slotStart  = 8
-	_slotClaims = 16
+	_hdrSize   = frame.FileHeaderSize
+	_offParams = 128
+	_offCap    = 128
+	_offIndex  = 136
+	_offAlign  = 144
+	_offSlotN  = 148
+	_offParCRC = 156
+	_offTail   = 256
+	_offActive = 320
+	_offPadded = 384
+	_offSlots  = 1024
+	_slotSize  = 64
+	_slots     = 48
+	_align     = 8
+	_slotState = 0
+	_slotStart = 8
+	_slotEnter = 16
+	_slotLeave = 24
 
 	_kindShift = 62
 	_lenMask   = frame.MaxPayload
@@ -180,18 +181,43 @@ func (h header) ownerGone(w uint64, alive func(pid int, start uint64) bool) bool
 	return !alive(int(uint32(st)), h.slot(s, _slotStart).Load())
 }
 
-// liveClaimer reports whether a live process is between claim and header.
-func (h header) liveClaimer(alive func(pid int, start uint64) bool) bool {
+// claimSnap is a reader's view, at one zero word, of the claims that may
+// still write their headers below tail: for each slot, its state and how
+// many claims its process had entered, read after tail.
+type claimSnap struct {
+	valid   bool
+	pos     uint64 // the zero word's position
+	tail    uint64
+	state   [_slots]uint64
+	entered [_slots]uint64
+}
+
+// snap fills c for the zero word at pos of a file whose tail word is t.
+func (h header) snap(c *claimSnap, pos uint64, t *atomic.Uint64) {
+	c.valid, c.pos, c.tail = true, pos, t.Load()
 	for s := range _slots {
-		st := h.slot(s, _slotState).Load()
-		if uint32(st) == 0 || h.slot(s, _slotClaims).Load() == 0 {
+		c.state[s] = h.slot(s, _slotState).Load()
+		c.entered[s] = h.slot(s, _slotEnter).Load()
+	}
+}
+
+// claimsDone reports whether every claim entered before snapshot c was
+// taken has left (written its header, or found its file full), or belongs
+// to a process that is gone.
+func (h header) claimsDone(c *claimSnap, alive func(pid int, start uint64) bool) bool {
+	for s := range _slots {
+		st := c.state[s]
+		if uint32(st) == 0 || h.slot(s, _slotState).Load() != st {
+			continue // free then, or since freed or taken over: no claim of its owner is pending
+		}
+		if h.slot(s, _slotLeave).Load() >= c.entered[s] {
 			continue
 		}
 		if alive(int(uint32(st)), h.slot(s, _slotStart).Load()) {
-			return true
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // processAlive is the default liveness check: the process exists, is not

@@ -85,9 +85,10 @@ type Log struct {
 	f0    *os.File // file 0: shared flock for the Log's lifetime
 	hdr   header   // file 0's header page, mapped
 
-	slot     int
-	marker   uint64         // low 32 bits of this Log's in-progress words
-	claiming *atomic.Uint64 // this slot's claiming counter
+	slot    int
+	marker  uint64         // low 32 bits of this Log's in-progress words
+	entered *atomic.Uint64 // this slot's count of claims entered
+	left    *atomic.Uint64 // this slot's count of claims left
 
 	cur       atomic.Pointer[mfile]
 	closed    atomic.Bool
@@ -270,10 +271,12 @@ func (l *Log) register() error {
 			continue
 		}
 		l.hdr.slot(s, _slotStart).Store(start)
-		l.hdr.slot(s, _slotClaims).Store(0)
+		l.hdr.slot(s, _slotEnter).Store(0)
+		l.hdr.slot(s, _slotLeave).Store(0)
 		l.slot = s
 		l.marker = (gen&0xffff)<<16 | uint64(s+1)
-		l.claiming = l.hdr.slot(s, _slotClaims)
+		l.entered = l.hdr.slot(s, _slotEnter)
+		l.left = l.hdr.slot(s, _slotLeave)
 		return nil
 	}
 	return fmt.Errorf("%w in %s (%d processes)", ErrNoSlot, l.path, _slots)
@@ -360,7 +363,7 @@ func (l *Log) Reserve(n int) (Reservation, error) {
 		if f == nil {
 			return Reservation{}, ErrClosed
 		}
-		l.claiming.Add(1)
+		l.entered.Add(1)
 		off := f.tail.Add(size) - size
 		if off+size <= l.capacity {
 			if l.beforeHeader != nil {
@@ -369,7 +372,7 @@ func (l *Log) Reserve(n int) (Reservation, error) {
 			w := uint64(n)<<32 | l.marker
 			hw := sys.Uint64At(f.m, _hdrSize+int(off))
 			ok := hw.CompareAndSwap(0, w)
-			l.claiming.Add(^uint64(0))
+			l.left.Add(1)
 			if !ok {
 				f.release()
 				return Reservation{}, corrupt(f.name, int64(_hdrSize+off), ErrPadded)
@@ -382,7 +385,7 @@ func (l *Log) Reserve(n int) (Reservation, error) {
 			binary.LittleEndian.PutUint64(f.m[_hdrSize+int(off)+8:], pos)
 			sys.Uint64At(f.m, _hdrSize+int(off)).CompareAndSwap(0, paddingWord(l.capacity-off-frame.HeaderSize, pos))
 		}
-		l.claiming.Add(^uint64(0))
+		l.left.Add(1)
 		idx := f.idx
 		f.release()
 		if err := l.roll(idx); err != nil {
@@ -471,7 +474,7 @@ func (l *Log) Close() error {
 	if !l.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
-	if l.claiming != nil {
+	if l.entered != nil {
 		state := l.hdr.slot(l.slot, _slotState)
 		st := state.Load()
 		state.CompareAndSwap(st, (st>>32+1)<<32)

@@ -42,6 +42,7 @@ type Reader struct {
 	stuckAt    uint64 // position the reader waits at
 	stuckSince time.Time
 	padded     uint64
+	claims     claimSnap // at a zero word: the claims to wait for
 }
 
 // OpenReader opens the log at path for reading from its first record. The
@@ -141,7 +142,7 @@ func (r *Reader) next() (Record, bool, error) {
 		w := sys.Uint64At(r.f.m, at).Load()
 		kind := w >> _kindShift
 		if w == 0 || kind == 0 {
-			moved, err := r.stalled(w, tail)
+			moved, err := r.stalled(w)
 			if err != nil || !moved {
 				return Record{}, false, err
 			}
@@ -176,7 +177,7 @@ func (r *Reader) next() (Record, bool, error) {
 // stalled handles an unfinished frame (w is 0 or in progress) at r.off
 // below tail: once it has stayed so for CommitTimeout, it pads it over if
 // that is safe. It reports whether the word at r.off changed.
-func (r *Reader) stalled(w, tail uint64) (bool, error) {
+func (r *Reader) stalled(w uint64) (bool, error) {
 	pos := r.f.idx<<32 | r.off
 	now := time.Now()
 	if !r.stuck || r.stuckAt != pos {
@@ -191,10 +192,13 @@ func (r *Reader) stalled(w, tail uint64) (bool, error) {
 	hw := sys.Uint64At(r.f.m, at)
 	var n uint64
 	if w == 0 {
-		if r.hdr.liveClaimer(r.alive) {
+		if !r.claims.valid || r.claims.pos != pos {
+			r.hdr.snap(&r.claims, pos, r.f.tail)
+		}
+		if !r.hdr.claimsDone(&r.claims, r.alive) {
 			return false, nil
 		}
-		end := min(tail, r.capacity)
+		end := min(r.claims.tail, r.capacity)
 		x := r.off + 8
 		for x < end && sys.Uint64At(r.f.m, _hdrSize+int(x)).Load() == 0 {
 			x += 8
