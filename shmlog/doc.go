@@ -29,6 +29,9 @@
 //	              may run past C once the file is full)
 //	   320     8  active: index of the file being appended to (file 0 only)
 //	   384     8  padded: frames padded over for dead writers (file 0 only)
+//	   448     8  waiters: readers asleep on wake (file 0 only)
+//	   512     8  wake: bumped by writers that see waiters (file 0 only;
+//	              readers sleep on its low 32 bits with futex(2))
 //	  1024  3072  slot table (file 0 only): 48 slots of 64 bytes, one per
 //	              open Log, see Slots
 //
@@ -74,7 +77,15 @@
 //     a temporary name, preallocated, header filled, renamed into place)
 //     and sets active to i+1; then maps file active and retries there.
 //
-// A reader reaching offset o of file i with C-o < 16 moves to file i+1.
+// After a successful commit, a writer that reads waiters ≠ 0 adds 1 to
+// wake and wakes every futex(2) waiter on it (FUTEX_WAKE, not private). A
+// writer that skips this step is still correct: sleeping readers then see
+// its record when their sleep times out.
+//
+// A reader reaching offset o of file i with C-o < 16 moves to file i+1. A
+// reader with nothing to read adds 1 to waiters, reads wake, looks again,
+// then sleeps with FUTEX_WAIT on wake's value with a timeout, and subtracts
+// 1 from waiters.
 //
 // # Slots
 //

@@ -2,6 +2,7 @@ package shmlog_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/appendlog/appendlog/internal/payload"
 	"github.com/appendlog/appendlog/shmlog"
@@ -80,6 +82,24 @@ func child(spec string) int {
 		})
 		l.Append(make([]byte, j.size))
 		return 1
+	}
+	if j.hook == "stamp" {
+		// Append records carrying the wall clock, 50µs apart.
+		fmt.Println("open")
+		p := make([]byte, j.size)
+		last := time.Now()
+		for range j.records {
+			for time.Since(last) < 50*time.Microsecond {
+			}
+			last = time.Now()
+			binary.LittleEndian.PutUint64(p, uint64(last.UnixNano()))
+			if _, err := l.Append(p); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+		}
+		l.Close()
+		return 0
 	}
 	if j.hook == "hold" {
 		r, err := l.Reserve(j.size)

@@ -15,24 +15,26 @@ import (
 // These constants are part of the layout (see the package doc); they must
 // not change.
 const (
-	_hdrSize   = frame.FileHeaderSize
-	_offParams = 128
-	_offCap    = 128
-	_offIndex  = 136
-	_offAlign  = 144
-	_offSlotN  = 148
-	_offParCRC = 156
-	_offTail   = 256
-	_offActive = 320
-	_offPadded = 384
-	_offSlots  = 1024
-	_slotSize  = 64
-	_slots     = 48
-	_align     = 8
-	_slotState = 0
-	_slotStart = 8
-	_slotEnter = 16
-	_slotLeave = 24
+	_hdrSize    = frame.FileHeaderSize
+	_offParams  = 128
+	_offCap     = 128
+	_offIndex   = 136
+	_offAlign   = 144
+	_offSlotN   = 148
+	_offParCRC  = 156
+	_offTail    = 256
+	_offActive  = 320
+	_offPadded  = 384
+	_offWaiters = 448
+	_offWake    = 512
+	_offSlots   = 1024
+	_slotSize   = 64
+	_slots      = 48
+	_align      = 8
+	_slotState  = 0
+	_slotStart  = 8
+	_slotEnter  = 16
+	_slotLeave  = 24
 
 	_kindShift = 62
 	_lenMask   = frame.MaxPayload
@@ -163,6 +165,8 @@ type header struct{ b []byte }
 func (h header) word(off int) *atomic.Uint64 { return sys.Uint64At(h.b, off) }
 func (h header) active() *atomic.Uint64      { return h.word(_offActive) }
 func (h header) padded() *atomic.Uint64      { return h.word(_offPadded) }
+func (h header) waiters() *atomic.Uint64     { return h.word(_offWaiters) }
+func (h header) wake() *atomic.Uint64        { return h.word(_offWake) }
 func (h header) slot(s, field int) *atomic.Uint64 {
 	return h.word(_offSlots + s*_slotSize + field)
 }

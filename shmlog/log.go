@@ -104,6 +104,7 @@ type Log struct {
 // mfile is one mapped file. Appenders hold a reference while they touch
 // the mapping; it is unmapped once retired and unreferenced.
 type mfile struct {
+	hdr0     header // file 0's header page, for waking readers
 	idx      uint64
 	name     string
 	m        []byte
@@ -173,6 +174,7 @@ func (l *Log) open() error {
 	if err != nil {
 		return err
 	}
+	f.hdr0 = l.hdr
 	l.mu.files = append(l.mu.files, f)
 	l.cur.Store(f)
 	return l.register()
@@ -311,6 +313,10 @@ func (r Reservation) Commit() error {
 	hdr := _hdrSize + int(r.off)
 	word := recordWord(r.Bytes(), r.Pos())
 	ok := sys.Uint64At(r.f.m, hdr).CompareAndSwap(r.w, word)
+	if ok && r.f.hdr0.waiters().Load() != 0 {
+		r.f.hdr0.wake().Add(1)
+		sys.FutexWake(r.f.hdr0.b, _offWake)
+	}
 	name := r.f.name
 	r.f.release()
 	if !ok {
@@ -419,6 +425,7 @@ func (l *Log) roll(idx uint64) error {
 	if err != nil {
 		return err
 	}
+	f.hdr0 = l.hdr
 	l.mu.files = slices.DeleteFunc(l.mu.files, func(f *mfile) bool { return f.unmapped.Load() })
 	l.mu.files = append(l.mu.files, f)
 	l.cur.Swap(f).retire()

@@ -93,14 +93,19 @@ func (r *Reader) Next() (rec Record, ok bool, err error) {
 	return r.next()
 }
 
-// Wait waits until Next has a record or ctx is done, polling the shared
-// tail: a brief spin, then sleeps of up to a millisecond.
+// Wait waits until Next has a record or ctx is done. It polls the shared
+// tail briefly, then sleeps on the log's wake word (a futex on Linux) until
+// a writer commits, waking at least every _parkTimeout to check for dead
+// writers and ctx.
 func (r *Reader) Wait(ctx context.Context) error {
 	if r.pending {
 		return nil
 	}
 	for i := 0; ; i++ {
 		rec, ok, err := r.next()
+		if err == nil && !ok && i >= _spins && ctx.Err() == nil {
+			rec, ok, err = r.park(ctx)
+		}
 		if err != nil {
 			return err
 		}
@@ -111,13 +116,35 @@ func (r *Reader) Wait(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		switch {
-		case i < 100:
+		if i < _spins {
 			runtime.Gosched()
-		default:
-			time.Sleep(min(time.Duration(i-99)*10*time.Microsecond, time.Millisecond))
 		}
 	}
+}
+
+// Wait's schedule: polls before parking, and the longest park.
+const (
+	_spins       = 200
+	_parkTimeout = 10 * time.Millisecond
+)
+
+// park registers as a waiter, looks once more, and sleeps on the wake word
+// unless a record came. Writers that see a waiter bump the word and wake
+// it; a commit before the registration is seen by the look.
+func (r *Reader) park(ctx context.Context) (Record, bool, error) {
+	r.hdr.waiters().Add(1)
+	defer r.hdr.waiters().Add(^uint64(0))
+	seq := r.hdr.wake().Load()
+	rec, ok, err := r.next()
+	if ok || err != nil {
+		return rec, ok, err
+	}
+	timeout := _parkTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = max(min(timeout, time.Until(d)), 0)
+	}
+	sys.FutexWait(r.hdr.b, _offWake, uint32(seq), timeout)
+	return r.next()
 }
 
 func (r *Reader) next() (Record, bool, error) {
