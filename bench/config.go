@@ -21,8 +21,8 @@ const (
 	DefaultMaxBytes = 256 << 20
 	// CeilingWrite is the size of one write of the ceiling measurements,
 	// the writer Ring's O_DIRECT write at its default size: larger writes
-	// carry more on a virtio disk (1 MiB 2155 MB/s, 4 MiB 2325 MB/s on the
-	// test VM).
+	// carry more on a virtio disk (the O_DIRECT ceiling by write size,
+	// writer's BenchmarkFileLarge w=ceiling-direct, is in BENCHMARKS.md).
 	CeilingWrite = 4 << 20
 )
 

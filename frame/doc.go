@@ -1,6 +1,8 @@
 // Package frame defines appendlog's one on-disk record format: the frame.
 // The write-ahead log (wal) and the shared-memory log (shmlog) both store
-// their records as frames, so one verify/dump tool reads both.
+// their records as frames behind the same file header. appendlog verify and
+// dump read wal directories; a shared-memory log is checked by
+// shmlog.Verify.
 //
 // The package is pure: it encodes into and decodes from caller-provided
 // byte slices and reads from an [io.Reader]; it never opens, writes or syncs
@@ -8,9 +10,10 @@
 //
 // # Frames
 //
-// A frame is a 16-byte header followed by its payload. Frames follow each
-// other with no padding in between, so the overhead is exactly [HeaderSize]
-// bytes per record:
+// A frame is a 16-byte header followed by its payload. In a wal segment
+// frames follow each other with no padding in between, so the overhead is
+// exactly [HeaderSize] bytes per record (shmlog starts each frame at a
+// multiple of 8, see its package doc):
 //
 //	+-----------+---------------------------+-----------+--- ... ---+
 //	| CRC (4B)  | kind<<30 | length (4B)    | seq (8B)  | payload   |
@@ -54,8 +57,10 @@
 //
 // Every appendlog file starts with a [FileHeaderSize]-byte header region
 // (magic, version, file kind, first sequence number, and a [Mark] slot, see
-// [PutFileHeader]); frames start at offset [FileHeaderSize]. A sealed
-// segment ends with exactly one footer frame ([FooterSize] bytes).
+// [PutFileHeader]); frames start at offset [FileHeaderSize]. A wal segment
+// keeps the rest of the region zero, and a sealed segment ends with exactly
+// one footer frame ([FooterSize] bytes); a shmlog file keeps its own shared
+// fields in the region after its first 128 bytes (see shmlog's package doc).
 //
 // # Concurrency and lifetimes
 //

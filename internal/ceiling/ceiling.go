@@ -2,16 +2,18 @@
 // writes, one in flight, with nothing else to do. Both the writer
 // benchmarks and appendlog bench compare strategies with it.
 //
-// A writer of logs writes new bytes, and on the test VM new bytes are
-// slower to write than old ones: the same loop of aligned 4 MiB O_DIRECT
-// writes from huge pages takes 1.85 ms per write when the buffer was filled
-// once, up front, and 2.2 ms when the other half of a double buffer is
-// refilled while each write runs (the device reads memory the CPU has just
-// written more slowly). No writer of new bytes can reach the first figure,
-// so the ceiling the strategies are held to is the second: [Fresh], the
-// best pipelined writer there can be, whose only work besides the writes is
-// the copy any writer makes. [Reused] measures the old loop, so the
-// difference stays visible.
+// A writer of logs writes new bytes, and on some machines (the test VM is
+// one) new bytes are slower to write than old ones: the same loop of
+// aligned 4 MiB O_DIRECT writes from huge pages takes longer per write when
+// the other half of a double buffer is refilled while each write runs than
+// when the buffer was filled once, up front (the device reads memory the
+// CPU has just written more slowly). No writer of new bytes can reach the
+// second loop's figure, so the ceiling the strategies are held to is the
+// first: [Fresh], the best pipelined writer there can be, whose only work
+// besides the writes is the copy any writer makes. [Reused] measures the
+// loop over one buffer, so the difference stays visible: writer's
+// BenchmarkFileLarge runs both (w=ceiling-direct/bytes=fresh and
+// bytes=reused), and BENCHMARKS.md has the figures.
 package ceiling
 
 import (

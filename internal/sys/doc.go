@@ -1,18 +1,34 @@
 // Package sys is the only place in appendlog that makes platform system
-// calls. Everything above it (wal, writer, shmlog, vfs) calls these portable
-// functions and never imports golang.org/x/sys or syscall directly.
+// calls. Everything above it (wal, writer, shmlog, vfs, bench, cmd) calls
+// these portable functions. Only this package imports golang.org/x/sys and
+// unsafe; other packages import syscall only for its errno and signal
+// constants (syscall.EIO, syscall.ENOSPC, syscall.SIGTERM), which name no
+// system call. internal/lint's TestForbiddenImports enforces both rules.
 //
 // # Platforms
 //
 // The Linux implementation (files ending in _linux.go, built with
-// //go:build linux) uses golang.org/x/sys/unix: fdatasync(2),
-// fallocate(2), pwritev(2), O_DIRECT, mmap(2)/madvise(2) and flock(2).
-// Every other platform gets a portable fallback (files ending in
-// _other.go) with the same unexported signatures: Fdatasync becomes
-// (*os.File).Sync, Fallocate extends the size with ftruncate, Pwritev
-// becomes one WriteAt per buffer, OpenDirect and Mmap report that they are
-// unsupported. flock(2) is also used on the BSDs and macOS; elsewhere
-// TryLock only excludes other opens within the same process.
+// //go:build linux) uses golang.org/x/sys/unix:
+//   - fdatasync(2), fallocate(2), pwritev(2), O_DIRECT, mmap(2)/madvise(2)
+//     and huge-page buffers, for the write paths;
+//   - flock(2): TryLock and Lock (blocking, shared or exclusive);
+//   - /proc/locks: LockHolder, the pid holding a flock on a file (writer
+//     names it when a second open of a log file is refused);
+//   - statfs(2): FreeSpace, the bytes free (appendlog load refuses a run
+//     that needs more), and FSType;
+//   - futex(2) and shared atomic words (FutexWait, FutexWake, Uint64At) for
+//     shmlog, and /proc/PID/stat (ProcStart) to tell a dead writer;
+//   - io_uring_setup(2) and io_uring_enter(2) (Uring);
+//   - getrusage(2): MaxRSS.
+//
+// Every other platform gets a portable fallback (files ending in _other.go)
+// with the same unexported signatures: Fdatasync becomes (*os.File).Sync,
+// Fallocate extends the size with ftruncate, Pwritev becomes one WriteAt per
+// buffer; OpenDirect, Mmap, FreeSpace, FSType, MaxRSS and NewUring report
+// that they are unsupported; LockHolder cannot tell; FutexWait sleeps out
+// its timeout; ProcStart reports every pid alive. flock(2) is also used on
+// the BSDs and macOS; elsewhere TryLock only excludes other opens within the
+// same process.
 //
 // Optional system calls are probed and degraded: fallocate falls back to
 // ftruncate on EOPNOTSUPP/ENOSYS, madvise ignores ENOSYS/EINVAL, and
@@ -39,6 +55,8 @@
 // # unsafe
 //
 // This package may use unsafe: AlignedBuffer needs the address of a byte
-// slice, which only unsafe can provide. Mapped memory returned by Mmap must
-// be unmapped with Munmap and must not be touched afterwards.
+// slice, Uint64At and the futex calls turn a word of a shared mapping into a
+// pointer, and Uring hands buffer addresses to the kernel; only unsafe can
+// do these. Mapped memory returned by Mmap must be unmapped with Munmap and
+// must not be touched afterwards.
 package sys
