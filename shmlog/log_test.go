@@ -211,3 +211,30 @@ func TestAllocs(t *testing.T) {
 }
 
 func itoa(n int) string { return string(rune('0'+n/10%10)) + string(rune('0'+n%10)) }
+
+func TestSync(t *testing.T) {
+	l, err := shmlog.Open(logPath(t), &shmlog.Options{MaxFileSize: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 500 { // several files
+		if _, err := l.Append(make([]byte, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Append([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(ctx); err != context.Canceled {
+		t.Fatalf("Sync with a cancelled context: %v", err)
+	}
+	l.Close()
+	if err := l.Sync(context.Background()); err != shmlog.ErrClosed {
+		t.Fatalf("Sync after Close: %v", err)
+	}
+}
