@@ -111,6 +111,11 @@ type RingOptions struct {
 	// Perm is the permission of a file OpenFile creates. Default
 	// DefaultPerm (0644).
 	Perm os.FileMode
+	// Rotate, if set, makes OpenFile rotate the file (see Rotate): at a
+	// record boundary, renamed to a backup and replaced by a new file,
+	// backups compressed and pruned in the background. Not with Direct;
+	// NewRing refuses it.
+	Rotate *Rotate
 
 	// The fields below apply to io.Writer sinks (NewRing). A failed write
 	// is retried (the bytes not yet written, in order) after a pause that
@@ -164,6 +169,14 @@ func (o *RingOptions) Validate() error {
 	default:
 		return fmt.Errorf("writer: unknown full policy %d", int(o.Full))
 	}
+	if o.Rotate != nil {
+		if o.Direct {
+			return errors.New("writer: Rotate with Direct is not supported")
+		}
+		if err := o.Rotate.validate(); err != nil {
+			return err
+		}
+	}
 	if o.FlushInterval < 0 || o.SyncEvery < 0 || o.BlockTimeout < 0 || o.RetryBackoff < 0 || o.RetryMaxBackoff < 0 || o.RetryLimit < 0 {
 		return errors.New("writer: negative duration or limit in RingOptions")
 	}
@@ -178,6 +191,10 @@ func (o *RingOptions) withDefaults() RingOptions {
 	}
 	if c.Size == 0 {
 		c.Size = DefaultSize
+	}
+	if c.Rotate != nil {
+		r := *c.Rotate
+		c.Rotate = &r
 	}
 	if c.FlushInterval == 0 {
 		c.FlushInterval = DefaultFlushInterval
@@ -236,6 +253,7 @@ type Ring struct {
 	drop    bool          // Full == Drop
 	timeout time.Duration // BlockTimeout with Block
 	markers bool
+	cut     *marks // record starts for rotation; nil without Rotate
 	opts    RingOptions
 
 	_ [64]byte
@@ -278,6 +296,9 @@ func NewRing(w io.Writer, opts *RingOptions) (*Ring, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	if opts != nil && opts.Rotate != nil {
+		return nil, errors.New("writer: NewRing cannot rotate an io.Writer: Rotate needs OpenFile")
+	}
 	o := opts.withDefaults()
 	giveUp := make(chan struct{})
 	return newRing(newStreamSink(w, &o, giveUp), o, giveUp)
@@ -307,6 +328,9 @@ func OpenFile(path string, opts *RingOptions) (*Ring, error) {
 		return nil, err
 	}
 	o := opts.withDefaults()
+	if o.Rotate != nil {
+		return openRotating(path, o)
+	}
 	lock, err := o.lockFile(path, o.Perm)
 	if err != nil {
 		return nil, err
@@ -331,6 +355,27 @@ func OpenFile(path string, opts *RingOptions) (*Ring, error) {
 	return r, nil
 }
 
+// openRotating is OpenFile with Rotate: the sink takes the file's lock
+// and every later file's.
+func openRotating(path string, o RingOptions) (*Ring, error) {
+	m := newMarks(o.Size)
+	s, err := openRotSink(path, &o, m, maxClaim(o.Size))
+	if err != nil {
+		return nil, err
+	}
+	r, err := newRing(s, o, make(chan struct{}))
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	r.cut = m
+	return r, nil
+}
+
+// maxClaim is engine.Engine.MaxClaim for a ring of size bytes with the
+// default block size.
+func maxClaim(size int) int { return size - max(size/64, 4<<10) }
+
 func newRing(s ringSink, o RingOptions, giveUp chan struct{}) (*Ring, error) {
 	cfg := engine.Config{
 		Size:          o.Size,
@@ -350,6 +395,9 @@ func newRing(s ringSink, o RingOptions, giveUp chan struct{}) (*Ring, error) {
 		// (BenchmarkFileLarge). Half the ring: producers fill one half
 		// while the other is written.
 		cfg.MaxWrite = o.Size / 2
+	}
+	if rs, ok := s.(*rotSink); ok {
+		cfg.StartPos = rs.startPos()
 	}
 	m := &meter{inner: s}
 	e, err := engine.New(cfg, m)
@@ -425,6 +473,9 @@ func (r *Ring) Write(p []byte) (int, error) {
 		r.putMarker(c, k, mlen)
 	}
 	r.e.Put(c, mlen, p)
+	if r.cut != nil {
+		r.cut.mark(c.Pos, c.Len())
+	}
 	r.e.Commit(c)
 	return n, nil
 }
@@ -617,6 +668,9 @@ func (r *Ring) writeFinalMarker(k uint64) {
 		return // failed or closed: the drops stay counted in Stats
 	}
 	r.e.Put(c, 0, m)
+	if r.cut != nil {
+		r.cut.mark(c.Pos, c.Len())
+	}
 	r.e.Commit(c)
 	r.markersN.Add(1)
 	r.markerBytes.Add(uint64(len(m)))
@@ -672,6 +726,8 @@ func (r *Ring) Stats() Stats {
 		BlockedWaits:   es.BlockedWaits,
 		Blocked:        es.Blocked,
 		Retries:        r.meter.retries(),
+		Rotations:      r.meter.rotations(),
+		RotationErrors: r.meter.rotationErrors(),
 	}
 }
 
@@ -703,6 +759,20 @@ func (m *meter) Write(pos uint64, a, b []byte) error {
 }
 
 func (m *meter) Sync() error { return m.inner.Sync() }
+
+func (m *meter) rotations() uint64 {
+	if s, ok := m.inner.(*rotSink); ok {
+		return s.rotations.Load()
+	}
+	return 0
+}
+
+func (m *meter) rotationErrors() uint64 {
+	if s, ok := m.inner.(*rotSink); ok {
+		return s.errs.Load()
+	}
+	return 0
+}
 
 func (m *meter) retries() uint64 {
 	if s, ok := m.inner.(*streamSink); ok {

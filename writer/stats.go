@@ -54,6 +54,10 @@ type Stats struct {
 	// Retries counts failed sink writes that were retried (Ring with an
 	// io.Writer sink).
 	Retries uint64
+	// Rotations counts the files a Ring with Rotate rotated away from, and
+	// RotationErrors the errors met off the write path (syncing a rotated
+	// file, compressing, pruning), each also passed to OnError.
+	Rotations, RotationErrors uint64
 }
 
 // HistogramBuckets is the number of buckets of a Histogram.

@@ -1,0 +1,679 @@
+package writer
+
+import (
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/appendlog/appendlog/internal/vfs"
+)
+
+// MinRotateBytes is the smallest Rotate.MaxBytes.
+const MinRotateBytes = 16 << 10
+
+// BackupTimeFormat is the time layout in the names of rotated files, as in
+// lumberjack: app.log is rotated to app-2006-01-02T15-04-05.000.log.
+const BackupTimeFormat = "2006-01-02T15-04-05.000"
+
+// Rotate configures the rotation of the file of a Ring opened by OpenFile
+// (RingOptions.Rotate). The file is renamed to a backup and a new, empty
+// file takes its name when it has grown to about MaxBytes; backups are
+// then compressed and pruned by a background goroutine. Zero fields other
+// than MaxBytes mean no limit.
+//
+// Rotation happens only between two records: a record is never split
+// across files. See the package doc for the mechanism.
+type Rotate struct {
+	// MaxBytes bounds the size of each file: a file is cut at the start of
+	// the last record that begins no more than MaxBytes - 4 KiB into it,
+	// and the record that crosses it starts the next file. A file is thus
+	// at most MaxBytes long, unless one record is longer than that, and
+	// at least MaxBytes minus 4 KiB minus one record. At least
+	// MinRotateBytes.
+	MaxBytes int64
+	// MaxBackups is the number of backups to keep; older ones are
+	// deleted. Zero keeps them all.
+	MaxBackups int
+	// MaxAge deletes backups whose name says they were rotated longer ago.
+	// Zero keeps them whatever their age.
+	MaxAge time.Duration
+	// MaxTotalBytes deletes the oldest backups while the backups together
+	// take more bytes (compressed size for compressed ones). Zero sets no
+	// bound.
+	MaxTotalBytes int64
+	// Compress gzips each backup (name.log becomes name-<time>.log.gz).
+	Compress bool
+	// LocalTime names backups by local time; default UTC.
+	LocalTime bool
+}
+
+// validate reports whether r is usable.
+func (r *Rotate) validate() error {
+	if r.MaxBytes < MinRotateBytes {
+		return fmt.Errorf("writer: Rotate.MaxBytes %d is below %d", r.MaxBytes, MinRotateBytes)
+	}
+	if r.MaxBackups < 0 || r.MaxAge < 0 || r.MaxTotalBytes < 0 {
+		return errors.New("writer: negative limit in Rotate")
+	}
+	return nil
+}
+
+// _markShift is log2 of the spacing of the marks that producers leave for
+// rotation (4 KiB).
+const _markShift = 12
+
+// marks tells the flusher where records start, at least once every 4 KiB
+// of the log: for every position that is a multiple of 4 KiB (a mark),
+// the producer whose claim holds it stores the claim's start (plus one,
+// so that zero means unset) in the mark's slot before it commits. A claim
+// is a record (with its drop marker, if any), so every stored value is a
+// record boundary. Producers compute their marks from their own claim with
+// two shifts and do no more unless the claim holds one: one store per
+// 4 KiB of records, no lock, no allocation.
+//
+// The slots form a ring indexed by mark number. Producers run at most the
+// ring's Size ahead of the flusher, and the slot count covers twice that,
+// so a slot the flusher reads holds either the value for the mark it asks
+// about or a value from a mark at least 2×Size earlier, which the flusher
+// recognises as stale (the start of the claim holding mark j lies within
+// one claim below it).
+type marks struct {
+	slots []atomic.Uint64
+	mask  uint64
+}
+
+func newMarks(ringSize int) *marks {
+	n := 1
+	for n < 2*ringSize>>_markShift+2 {
+		n <<= 1
+	}
+	return &marks{slots: make([]atomic.Uint64, n), mask: uint64(n - 1)}
+}
+
+// mark records the claim [pos, pos+n) in the slot of each mark it holds.
+// It runs on the producer's path, before Commit.
+func (m *marks) mark(pos uint64, n int) {
+	end := pos + uint64(n)
+	if (pos-1)>>_markShift != (end-1)>>_markShift { // pos-1 wraps at 0: mark 0
+		m.set(pos, end)
+	}
+}
+
+func (m *marks) set(pos, end uint64) {
+	for j := (pos + 1<<_markShift - 1) >> _markShift; j <= (end-1)>>_markShift; j++ {
+		m.slots[j&m.mask].Store(pos + 1)
+	}
+}
+
+// start returns the start of the claim that holds mark j, if that claim
+// was committed (ok is false otherwise). maxClaim bounds a claim's length.
+// Flusher only.
+func (m *marks) start(j uint64, maxClaim int) (pos uint64, ok bool) {
+	v := m.slots[j&m.mask].Load()
+	if v == 0 {
+		return 0, false
+	}
+	pos, at := v-1, j<<_markShift
+	if pos > at || at-pos >= uint64(maxClaim) {
+		return 0, false // stale: left by an earlier mark of this slot
+	}
+	return pos, true
+}
+
+// rotSink is the sink of an OpenFile Ring with rotation: a fileSink for
+// the current file that it replaces, between two records, once the file
+// holds about MaxBytes. Its Write and Sync run on the flusher goroutine;
+// the rotated files are synced and closed by a closer goroutine and
+// compressed and pruned by a janitor goroutine, so the flusher never
+// waits for them (Sync waits for the closer, see Sync).
+//
+// Log positions and file offsets: the current file began at log position
+// start; the cut comes at the start of the claim holding mark cutMark, the
+// first mark at least MaxBytes - 4 KiB past start.
+type rotSink struct {
+	fsys     vfs.FS
+	path     string
+	perm     os.FileMode
+	lockFile func(string, os.FileMode) (io.Closer, error)
+	now      func() time.Time
+	rot      Rotate
+	marks    *marks
+	maxClaim int
+	onError  func(error)
+
+	// Flusher only.
+	cur     *fileSink
+	lock    io.Closer
+	start   uint64 // log position of the current file's first byte
+	cutMark uint64
+	last    time.Time // the time in the newest backup's name
+	gen     uint64    // rotations handed to the closer
+
+	rotations atomic.Uint64
+	errs      atomic.Uint64
+
+	closer  *worker[rotated]
+	janitor *worker[string]
+	zw      *gzip.Writer // reused by compress. Janitor only.
+	// closed counts the rotations whose file the closer has synced and
+	// closed; closeErr is the first error it met (sticky). Protected by
+	// cmu; ccond is signalled when they change.
+	cmu      sync.Mutex
+	ccond    *sync.Cond
+	closedN  uint64
+	closeErr error
+}
+
+// rotated is a file the flusher has rotated away from.
+type rotated struct {
+	f    vfs.File
+	lock io.Closer
+	name string // the backup's path
+}
+
+func openRotSink(path string, o *RingOptions, m *marks, maxClaim int) (*rotSink, error) {
+	s := &rotSink{
+		fsys:     o.fsys,
+		path:     path,
+		perm:     o.Perm,
+		lockFile: o.lockFile,
+		now:      time.Now,
+		rot:      *o.Rotate,
+		marks:    m,
+		maxClaim: maxClaim,
+		onError:  o.OnError,
+	}
+	if o.clock != nil {
+		s.now = o.clock.Now
+	}
+	s.ccond = sync.NewCond(&s.cmu)
+	if err := s.recover(); err != nil {
+		return nil, err
+	}
+	lock, err := s.lockFile(path, s.perm)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := openFileSink(s.fsys, path, s.perm)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	s.cur, s.lock = cur, lock
+	s.closer = newWorker(s.closeRotated)
+	s.janitor = newWorker(s.tidy)
+	if cur.off >= s.rot.MaxBytes {
+		// The file is full already: start a new one at once.
+		if err := s.rotate(); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
+	s.start = uint64(s.cur.off) // log positions start at the file's size
+	s.cutMark = s.markAfter(s.start)
+	s.janitor.push("") // compress backups left uncompressed, and prune
+	return s, nil
+}
+
+// markAfter returns the first mark at least MaxBytes - 4 KiB past a file
+// that starts at start.
+func (s *rotSink) markAfter(start uint64) uint64 {
+	at := start + uint64(s.rot.MaxBytes) - 1<<_markShift
+	return (at + 1<<_markShift - 1) >> _markShift
+}
+
+// startPos is the log position of the first byte the Ring claims: the
+// size of the file it appends to, so that the first file's offsets and
+// log positions agree.
+func (s *rotSink) startPos() uint64 { return s.start }
+
+func (s *rotSink) Write(pos uint64, a, b []byte) error {
+	for {
+		end := pos + uint64(len(a)+len(b))
+		c, ok := s.marks.start(s.cutMark, s.maxClaim)
+		if ok && c <= s.start {
+			// One record spans the file from its start past the mark:
+			// the file ends after it, at the next mark's claim.
+			s.cutMark++
+			continue
+		}
+		if !ok || c >= end {
+			return s.cur.Write(pos, a, b)
+		}
+		// c is a record boundary in [pos, end): the bytes before it end
+		// the current file. (c >= pos: an earlier Write either found
+		// the mark's claim uncommitted, so that it wrote only bytes
+		// below c, or found c at or past its end.)
+		k := int(c - pos)
+		ha, hb, ta, tb := splitAt(a, b, k)
+		if len(ha) > 0 {
+			if err := s.cur.Write(pos, ha, hb); err != nil {
+				return err
+			}
+		}
+		if err := s.rotate(); err != nil {
+			return err
+		}
+		s.start = c
+		s.cutMark = s.markAfter(c)
+		pos, a, b = c, ta, tb
+		if len(a) == 0 {
+			if len(b) == 0 {
+				return nil
+			}
+			a, b = b, nil
+		}
+	}
+}
+
+// splitAt splits the concatenation of a and b at k into the head (ha, hb)
+// and the tail (ta, tb), the tail's b part empty unless the split falls in
+// a.
+func splitAt(a, b []byte, k int) (ha, hb, ta, tb []byte) {
+	if k <= len(a) {
+		return a[:k], nil, a[k:], b
+	}
+	k -= len(a)
+	return a, b[:k], b[k:], nil
+}
+
+// rotate renames the current file to a backup, opens a new file under the
+// file's name, and hands the old one to the closer. Flusher only (and
+// openRotSink before the flusher starts).
+func (s *rotSink) rotate() error {
+	t := s.now()
+	if !s.rot.LocalTime {
+		t = t.UTC()
+	}
+	t = t.Truncate(time.Millisecond)
+	if !t.After(s.last) {
+		t = s.last.Add(time.Millisecond) // names are unique and sort by age
+	}
+	name := backupName(s.path, t)
+	if err := s.fsys.Rename(s.path, name); err != nil {
+		return fmt.Errorf("writer: rotate %s: %w", s.path, err)
+	}
+	s.last = t
+	lock, err := s.lockFile(s.path, s.perm)
+	if err != nil {
+		return fmt.Errorf("writer: rotate: %w", err)
+	}
+	cur, err := openFileSink(s.fsys, s.path, s.perm)
+	if err != nil {
+		lock.Close()
+		return fmt.Errorf("writer: rotate: %w", err)
+	}
+	old := rotated{f: s.cur.f, lock: s.lock, name: name}
+	s.cur, s.lock = cur, lock
+	s.gen++
+	s.rotations.Add(1)
+	s.closer.push(old)
+	return nil
+}
+
+// backupName returns the name of the backup of path rotated at t.
+func backupName(path string, t time.Time) string {
+	dir, base := filepath.Split(path)
+	ext := filepath.Ext(base)
+	return filepath.Join(dir, strings.TrimSuffix(base, ext)+"-"+t.Format(BackupTimeFormat)+ext)
+}
+
+// backupTime parses the time out of the base name of a backup of path
+// (compressed or not); ok is false for any other name.
+func backupTime(path, name string, local bool) (t time.Time, ok bool) {
+	base := filepath.Base(path)
+	ext := filepath.Ext(base)
+	prefix := strings.TrimSuffix(base, ext) + "-"
+	name = strings.TrimSuffix(name, ".gz")
+	if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, ext) || len(name) != len(prefix)+len(BackupTimeFormat)+len(ext) {
+		return time.Time{}, false
+	}
+	loc := time.UTC
+	if local {
+		loc = time.Local
+	}
+	t, err := time.ParseInLocation(BackupTimeFormat, name[len(prefix):len(prefix)+len(BackupTimeFormat)], loc)
+	return t, err == nil
+}
+
+// Sync makes every byte written so far durable: it waits until the closer
+// has synced and closed every rotated file and their directory, then
+// syncs the current file.
+func (s *rotSink) Sync() error {
+	s.cmu.Lock()
+	for s.closedN < s.gen && s.closeErr == nil {
+		s.ccond.Wait()
+	}
+	err := s.closeErr
+	s.cmu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.cur.Sync()
+}
+
+// closeRotated syncs, closes and unlocks a rotated file, syncs the
+// directory (the rename and the new file), and hands the backup to the
+// janitor. Closer goroutine.
+func (s *rotSink) closeRotated(r rotated) {
+	err := r.f.Sync()
+	if err != nil {
+		err = fmt.Errorf("writer: %w", namePath("fdatasync", r.name, err))
+	}
+	if cerr := r.f.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("writer: close %s: %w", r.name, cerr)
+	}
+	if lerr := r.lock.Close(); lerr != nil && err == nil {
+		err = lerr
+	}
+	if err == nil {
+		if derr := s.fsys.SyncDir(filepath.Dir(s.path)); derr != nil {
+			err = fmt.Errorf("writer: rotate: %w", derr)
+		}
+	}
+	s.cmu.Lock()
+	s.closedN++
+	if err != nil && s.closeErr == nil {
+		s.closeErr = err
+	}
+	s.ccond.Broadcast()
+	s.cmu.Unlock()
+	if err != nil {
+		s.report(err)
+		return
+	}
+	s.janitor.push(r.name)
+}
+
+// report counts and passes on an error met off the flusher.
+func (s *rotSink) report(err error) {
+	s.errs.Add(1)
+	if s.onError != nil {
+		s.onError(err)
+	}
+}
+
+// tidy compresses the backup name (if Compress; "" compresses every
+// backup left uncompressed) and prunes the backups. Janitor goroutine.
+func (s *rotSink) tidy(name string) {
+	if s.rot.Compress {
+		if name != "" {
+			if err := s.compress(name); err != nil {
+				s.report(err)
+			}
+		} else {
+			for _, b := range s.backups() {
+				if !strings.HasSuffix(b.name, ".gz") {
+					if err := s.compress(b.name); err != nil {
+						s.report(err)
+					}
+				}
+			}
+		}
+	}
+	if err := s.prune(); err != nil {
+		s.report(err)
+	}
+}
+
+// compress gzips the backup name into name.gz: it writes name.gz.tmp,
+// syncs it, renames it to name.gz, syncs the directory, and only then
+// removes name. On any error name is left as it was, and the temporary
+// file is removed.
+func (s *rotSink) compress(name string) error {
+	src, err := s.fsys.OpenFile(name, os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // pruned before its turn
+	}
+	if err != nil {
+		return fmt.Errorf("writer: compress: %w", err)
+	}
+	defer src.Close()
+	size, err := src.Size()
+	if err != nil {
+		return fmt.Errorf("writer: compress: %w", err)
+	}
+	tmp := name + ".gz.tmp"
+	dst, err := s.fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, s.perm)
+	if err != nil {
+		return fmt.Errorf("writer: compress: %w", err)
+	}
+	err = func() error {
+		if s.zw == nil {
+			s.zw = gzip.NewWriter(&offsetWriter{f: dst})
+		} else {
+			s.zw.Reset(&offsetWriter{f: dst})
+		}
+		zw := s.zw
+		if _, err := io.Copy(zw, io.NewSectionReader(src, 0, size)); err != nil {
+			return err
+		}
+		if err := zw.Close(); err != nil {
+			return err
+		}
+		return dst.Sync()
+	}()
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	dir := filepath.Dir(s.path)
+	if err == nil {
+		err = s.fsys.Rename(tmp, name+".gz")
+	}
+	if err != nil {
+		s.fsys.Remove(tmp)
+		return fmt.Errorf("writer: compress %s: %w", name, err)
+	}
+	if err := s.fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("writer: compress %s: %w", name, err)
+	}
+	if err := s.fsys.Remove(name); err != nil {
+		return fmt.Errorf("writer: compress %s: %w", name, err)
+	}
+	if err := s.fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("writer: compress %s: %w", name, err)
+	}
+	return nil
+}
+
+// offsetWriter writes to a vfs.File sequentially.
+type offsetWriter struct {
+	f   vfs.File
+	off int64
+}
+
+func (w *offsetWriter) Write(p []byte) (int, error) {
+	n, err := w.f.WriteAt(p, w.off)
+	w.off += int64(n)
+	return n, err
+}
+
+// backup is a rotated file.
+type backup struct {
+	name string // path
+	t    time.Time
+}
+
+// backups lists the backups of the file, newest first. Names of files
+// being compressed (.gz.tmp) are not backups.
+func (s *rotSink) backups() []backup {
+	dir := filepath.Dir(s.path)
+	names, err := s.fsys.List(dir)
+	if err != nil {
+		return nil
+	}
+	var bs []backup
+	for _, n := range names {
+		if t, ok := backupTime(s.path, n, s.rot.LocalTime); ok {
+			bs = append(bs, backup{name: filepath.Join(dir, n), t: t})
+		}
+	}
+	slices.SortFunc(bs, func(x, y backup) int { return -x.t.Compare(y.t) })
+	return bs
+}
+
+// prune deletes the backups beyond MaxBackups, older than MaxAge, or
+// beyond MaxTotalBytes, oldest first. Janitor goroutine.
+func (s *rotSink) prune() error {
+	r := s.rot
+	if r.MaxBackups == 0 && r.MaxAge == 0 && r.MaxTotalBytes == 0 {
+		return nil
+	}
+	var total int64
+	now := s.now()
+	removed := false
+	for i, b := range s.backups() {
+		del := r.MaxBackups > 0 && i >= r.MaxBackups
+		if r.MaxAge > 0 && now.Sub(b.t) > r.MaxAge {
+			del = true
+		}
+		if r.MaxTotalBytes > 0 {
+			if fi, err := s.fsys.Stat(b.name); err == nil {
+				total += fi.Size()
+			}
+			if total > r.MaxTotalBytes {
+				del = true
+			}
+		}
+		if !del {
+			continue
+		}
+		if err := s.fsys.Remove(b.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("writer: prune: %w", err)
+		}
+		removed = true
+	}
+	if removed {
+		if err := s.fsys.SyncDir(filepath.Dir(s.path)); err != nil {
+			return fmt.Errorf("writer: prune: %w", err)
+		}
+	}
+	return nil
+}
+
+// recover finishes what a crash interrupted in the file's directory: a
+// backup that has both its compressed copy (complete: it is renamed into
+// place only after it was synced) and the original loses the original,
+// and temporary compressed files are removed. Every record is then in
+// exactly one file.
+func (s *rotSink) recover() error {
+	dir := filepath.Dir(s.path)
+	names, err := s.fsys.List(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // OpenFile reports the missing directory
+		}
+		return fmt.Errorf("writer: rotate: %w", err)
+	}
+	have := make(map[string]bool, len(names))
+	for _, n := range names {
+		have[n] = true
+	}
+	changed := false
+	for _, n := range names {
+		full := filepath.Join(dir, n)
+		switch t, ok := backupTime(s.path, n, s.rot.LocalTime); {
+		case strings.HasSuffix(n, ".gz.tmp"):
+			if _, ok := backupTime(s.path, strings.TrimSuffix(n, ".tmp"), s.rot.LocalTime); !ok {
+				continue
+			}
+		case ok && !strings.HasSuffix(n, ".gz") && have[n+".gz"]:
+		default:
+			if ok && t.After(s.last) {
+				s.last = t
+			}
+			continue
+		}
+		if err := s.fsys.Remove(full); err != nil {
+			return fmt.Errorf("writer: rotate: %w", err)
+		}
+		changed = true
+	}
+	if changed {
+		if err := s.fsys.SyncDir(dir); err != nil {
+			return fmt.Errorf("writer: rotate: %w", err)
+		}
+	}
+	return nil
+}
+
+// close closes the current file and its lock, then stops the closer and
+// the janitor once they have done their work. It is called after the
+// flusher's last write and sync.
+func (s *rotSink) close() error {
+	err := s.cur.close()
+	if lerr := s.lock.Close(); err == nil {
+		err = lerr
+	}
+	s.closer.stop()
+	s.janitor.stop()
+	return err
+}
+
+// worker runs fn on each queued item on its own goroutine, in order.
+// push never blocks: the queue grows instead (it holds one entry per
+// rotation not yet handled). stop handles what is queued, then joins the
+// goroutine.
+type worker[T any] struct {
+	fn   func(T)
+	mu   sync.Mutex
+	q    []T  // Protected by mu.
+	done bool // Protected by mu.
+	kick chan struct{}
+	exit chan struct{}
+}
+
+func newWorker[T any](fn func(T)) *worker[T] {
+	w := &worker[T]{fn: fn, kick: make(chan struct{}, 1), exit: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+func (w *worker[T]) push(v T) {
+	w.mu.Lock()
+	w.q = append(w.q, v)
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (w *worker[T]) run() {
+	defer close(w.exit)
+	for {
+		w.mu.Lock()
+		q, done := w.q, w.done
+		w.q = nil
+		w.mu.Unlock()
+		for _, v := range q {
+			w.fn(v)
+		}
+		if len(q) == 0 {
+			if done {
+				return
+			}
+			<-w.kick
+		}
+	}
+}
+
+func (w *worker[T]) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	<-w.exit
+}

@@ -1,0 +1,410 @@
+package writer
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/appendlog/appendlog/internal/engine/clock"
+	"github.com/appendlog/appendlog/internal/payload"
+	"github.com/appendlog/appendlog/internal/vfs"
+)
+
+// rotateFiles returns the contents of the log at path and its backups,
+// oldest first (backups sort by the time in their names; the current file
+// is last), gzipped backups decompressed.
+func rotateFiles(t testing.TB, fsys vfs.FS, path string) (names []string, contents [][]byte) {
+	t.Helper()
+	dir := filepath.Dir(path)
+	list, err := fsys.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range list {
+		if _, ok := backupTime(path, n, false); ok {
+			names = append(names, n)
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		return strings.Compare(strings.TrimSuffix(a, ".gz"), strings.TrimSuffix(b, ".gz"))
+	})
+	names = append(names, filepath.Base(path))
+	for _, n := range names {
+		b := readVFS(t, fsys, filepath.Join(dir, n))
+		if strings.HasSuffix(n, ".gz") {
+			zr, err := gzip.NewReader(bytes.NewReader(b))
+			if err != nil {
+				t.Fatalf("%s: %v", n, err)
+			}
+			if b, err = io.ReadAll(zr); err != nil {
+				t.Fatalf("%s: %v", n, err)
+			}
+		}
+		contents = append(contents, b)
+	}
+	return names, contents
+}
+
+func readVFS(t testing.TB, fsys vfs.FS, name string) []byte {
+	t.Helper()
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, size)
+	if _, err := f.ReadAt(b, 0); err != nil && err != io.EOF {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// writeRecords has each of producers goroutines write n payload records of
+// 40 to 295 bytes to w, and returns the per-writer counts.
+func writeRecords(t testing.TB, w io.Writer, producers, n int) []uint64 {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			for c := range n {
+				var err error
+				buf, err = payload.Append(buf[:0], p, uint64(c), 40+(c*7+p)%256)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if _, err := w.Write(buf); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	expect := make([]uint64, producers)
+	for i := range expect {
+		expect[i] = uint64(n)
+	}
+	return expect
+}
+
+// checkRotated checks that the files hold every record exactly once, whole
+// and in per-producer order, that no file splits a record (each ends with
+// a newline and starts with a record), and that no file exceeds maxBytes.
+func checkRotated(t *testing.T, names []string, contents [][]byte, expect []uint64, maxBytes int64) {
+	t.Helper()
+	k, err := payload.NewChecker(payload.Options{Expect: expect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range contents {
+		if int64(len(b)) > maxBytes {
+			t.Errorf("%s holds %d bytes, above MaxBytes %d", names[i], len(b), maxBytes)
+		}
+		if len(b) > 0 && b[len(b)-1] != '\n' {
+			t.Errorf("%s ends inside a record: %q", names[i], b[max(0, len(b)-20):])
+		}
+		if len(b) > 0 {
+			line, _, _ := bytes.Cut(b, []byte("\n"))
+			if _, _, err := payload.Decode(append(line, '\n')); err != nil {
+				t.Errorf("%s starts inside a record: %v", names[i], err)
+			}
+		}
+		k.Write(b)
+	}
+	if res := k.Finish(); !res.OK() {
+		t.Fatalf("records across %d files: %v", len(contents), res.Err())
+	}
+}
+
+// TestRotateProducers writes from 8 and 64 goroutines through a Ring that
+// rotates hundreds of times, compressed and not, and checks that the files
+// together hold every record exactly once, whole, in per-producer order.
+func TestRotateProducers(t *testing.T) {
+	for _, producers := range []int{8, 64} {
+		for _, compress := range []bool{false, true} {
+			if compress && producers > 8 {
+				continue // compression does not depend on the producers
+			}
+			t.Run(fmt.Sprintf("producers=%d/compress=%v", producers, compress), func(t *testing.T) {
+				path := filepath.Join(memTempDir(t), "app.log")
+				rot := &Rotate{MaxBytes: MinRotateBytes, Compress: compress}
+				r, err := OpenFile(path, &RingOptions{Size: 64 << 10, Rotate: rot})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 24000 / producers * 10
+				if compress {
+					n /= 4 // gzip under the race detector is slow
+				}
+				expect := writeRecords(t, r, producers, n)
+				if err := r.Close(); err != nil {
+					t.Fatal(err)
+				}
+				st := r.Stats()
+				if st.Rotations < uint64(200*n/(24000/producers*10)) {
+					t.Errorf("%d rotations, want hundreds", st.Rotations)
+				}
+				if st.RotationErrors != 0 {
+					t.Errorf("%d rotation errors", st.RotationErrors)
+				}
+				names, contents := rotateFiles(t, vfs.OS(), path)
+				if uint64(len(names)) != st.Rotations+1 {
+					t.Errorf("%d files after %d rotations", len(names), st.Rotations)
+				}
+				for _, n := range names[:len(names)-1] {
+					if strings.HasSuffix(n, ".gz") != compress {
+						t.Errorf("backup %s with Compress %v", n, compress)
+					}
+				}
+				checkRotated(t, names, contents, expect, rot.MaxBytes)
+			})
+		}
+	}
+}
+
+// TestRotatePrune checks that backups are pruned to MaxBackups and that the
+// records in the files kept are the newest ones, whole and in order.
+func TestRotatePrune(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.log")
+	rot := &Rotate{MaxBytes: MinRotateBytes, MaxBackups: 3, Compress: true}
+	r, err := OpenFile(path, &RingOptions{Size: 64 << 10, Rotate: rot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRecords(t, r, 1, 5000)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Stats().Rotations; n < 10 {
+		t.Fatalf("%d rotations", n)
+	}
+	names, contents := rotateFiles(t, vfs.OS(), path)
+	if len(names) != rot.MaxBackups+1 {
+		t.Fatalf("files %v, want %d backups and the log", names, rot.MaxBackups)
+	}
+	// The kept files continue each other and end with the last record.
+	k, err := payload.NewChecker(payload.Options{Writers: 1, Gaps: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []byte
+	for _, b := range contents {
+		all = append(all, b...)
+	}
+	k.Write(all)
+	if res := k.Finish(); !res.OK() {
+		t.Fatal(res.Err())
+	}
+	if k.Next(0) != 5000 {
+		t.Errorf("the kept files end before record %d, want 5000", k.Next(0))
+	}
+	first, _, _ := bytes.Cut(all, []byte("\n"))
+	_, c, err := payload.Decode(append(first, '\n'))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three full backups and the log hold more than 3 files' worth.
+	if c == 0 || uint64(len(all)) < 3*uint64(rot.MaxBytes-1<<_markShift-300) {
+		t.Errorf("kept files start at record %d, %d bytes", c, len(all))
+	}
+}
+
+// TestRotateMaxAgeAndTotal checks the other pruning limits on backups
+// made by hand: by age (the time in the name, on the Ring's clock) and by
+// total size, oldest first.
+func TestRotateMaxAgeAndTotal(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	clk := newFakeClockAt(now)
+	ages := []time.Duration{time.Hour, 2 * time.Hour, 3 * time.Hour, 50 * time.Hour}
+	for _, a := range ages {
+		if err := os.WriteFile(backupName(path, now.Add(-a)), bytes.Repeat([]byte("x\n"), 500), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := OpenFile(path, &RingOptions{Rotate: &Rotate{MaxBytes: MinRotateBytes, MaxAge: 24 * time.Hour, MaxTotalBytes: 2500}, clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, a := range ages {
+		if _, err := os.Stat(backupName(path, now.Add(-a))); err == nil {
+			kept = append(kept, a.String())
+		}
+	}
+	// 50h is too old; 3h would take the total to 3000 bytes.
+	if want := []string{"1h0m0s", "2h0m0s"}; !slices.Equal(kept, want) {
+		t.Errorf("kept backups %v old, want %v", kept, want)
+	}
+}
+
+// TestRotateNames checks lumberjack's naming and that names stay unique,
+// and sort by age, when rotations come within one millisecond.
+func TestRotateNames(t *testing.T) {
+	at := time.Date(2026, 11, 23, 21, 5, 7, 123456789, time.UTC)
+	if got, want := backupName("/var/log/app.log", at), "/var/log/app-2026-11-23T21-05-07.123.log"; got != want {
+		t.Errorf("backupName = %s, want %s", got, want)
+	}
+	for _, n := range []string{"app-2026-11-23T21-05-07.123.log", "app-2026-11-23T21-05-07.123.log.gz"} {
+		if got, ok := backupTime("/var/log/app.log", n, false); !ok || !got.Equal(at.Truncate(time.Millisecond)) {
+			t.Errorf("backupTime(%s) = %v, %v", n, got, ok)
+		}
+	}
+	for _, n := range []string{"app.log", "app-2026-11-23T21-05-07.123.log.gz.tmp", "other-2026-11-23T21-05-07.123.log", "app-2026-11-23T21-05-07.12x.log"} {
+		if _, ok := backupTime("/var/log/app.log", n, false); ok {
+			t.Errorf("backupTime(%s) took it for a backup", n)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "app.log")
+	clk := newFakeClockAt(at) // never advanced: every rotation at one instant
+	r, err := OpenFile(path, &RingOptions{Size: 64 << 10, Rotate: &Rotate{MaxBytes: MinRotateBytes}, clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect := writeRecords(t, r, 2, 2000)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	names, contents := rotateFiles(t, vfs.OS(), path)
+	if len(names) < 10 {
+		t.Fatalf("%d files", len(names))
+	}
+	checkRotated(t, names, contents, expect, MinRotateBytes)
+}
+
+// TestRotateReopenFull checks that OpenFile with Rotate on a file already
+// at MaxBytes rotates it before writing, and that rotation carries on from
+// the backups a previous Ring left.
+func TestRotateReopenFull(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.log")
+	old := bytes.Repeat([]byte("old line\n"), MinRotateBytes/9+1)
+	if err := os.WriteFile(path, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenFile(path, &RingOptions{Rotate: &Rotate{MaxBytes: MinRotateBytes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, r, []byte("new line\n"))
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	names, contents := rotateFiles(t, vfs.OS(), path)
+	if len(names) != 2 || !bytes.Equal(contents[0], old) || string(contents[1]) != "new line\n" {
+		t.Fatalf("files %v: %d and %q bytes", names, len(contents[0]), contents[len(contents)-1])
+	}
+}
+
+// TestRotateFullDisk runs out of space during rotations and compressions:
+// the error is reported (sticky for the log's own writes, counted and
+// passed to OnError for compression), and nothing already written is
+// deleted: every record written before the failure is still in a file.
+func TestRotateFullDisk(t *testing.T) {
+	for _, limit := range []int64{3 * MinRotateBytes, 6 * MinRotateBytes, 9*MinRotateBytes + 100} {
+		t.Run(fmt.Sprint("limit=", limit), func(t *testing.T) {
+			mem := vfs.NewMem()
+			if err := mem.MkdirAll("/log", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			fsys := vfs.WithFaults(mem, vfs.ENOSPCAfter(limit))
+			var mu sync.Mutex
+			var reported []error
+			path := "/log/app.log"
+			r, err := OpenFile(path, &RingOptions{
+				Size:     64 << 10,
+				Rotate:   &Rotate{MaxBytes: MinRotateBytes, Compress: true},
+				OnError:  func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() },
+				fsys:     fsys,
+				lockFile: noLock,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf []byte
+			synced := 0 // records acknowledged by a Sync
+			for c := range 3000 {
+				buf, _ = payload.Append(buf[:0], 0, uint64(c), 100)
+				if _, err := r.Write(buf); err != nil {
+					break
+				}
+				if c%100 == 99 {
+					if err := r.Sync(); err != nil {
+						break
+					}
+					synced = c + 1
+				}
+			}
+			cerr := r.Close()
+			if cerr == nil || !errors.Is(cerr, syscall.ENOSPC) {
+				t.Fatalf("Close = %v, want ENOSPC", cerr)
+			}
+			mu.Lock()
+			for _, e := range reported {
+				if !errors.Is(e, syscall.ENOSPC) {
+					t.Errorf("reported %v, want ENOSPC", e)
+				}
+			}
+			mu.Unlock()
+			// Every record acknowledged by a Sync is in the files, once.
+			names, contents := rotateFiles(t, mem, path)
+			k, err := payload.NewChecker(payload.Options{Writers: 1, Gaps: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range contents {
+				// The last file may end with a torn record (ENOSPC
+				// mid-write); whole lines only.
+				if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+					k.Write(b[:i+1])
+				}
+			}
+			res := k.Finish()
+			if !res.OK() || k.Next(0) < uint64(synced) || synced == 0 {
+				t.Fatalf("files %v: next record %d, %d synced: %v", names, k.Next(0), synced, res.Err())
+			}
+		})
+	}
+}
+
+// newFakeClockAt returns a fake clock that reads t until advanced.
+func newFakeClockAt(t time.Time) *clock.Fake { return clock.NewFake(t) }
+
+// memTempDir returns a new directory in /dev/shm (a tmpfs, where fsync
+// costs nothing) if there is one, else t.TempDir(): for tests that rotate
+// hundreds of times and check records, not durability.
+func memTempDir(t *testing.T) string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if dir, err := os.MkdirTemp("/dev/shm", "appendlog-rotate-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return t.TempDir()
+}
