@@ -129,7 +129,20 @@
 // appended to since the last Sync: after a power cut, every record
 // committed before a completed Sync is in the file, whole. Frames after
 // that may be torn: readers and [Verify] check each record's CRC and report
-// a torn frame as a [*CorruptError] naming the file and byte offset.
+// a torn frame as a [*CorruptError] naming the file and byte offset, and
+// the next Open of the otherwise closed log cuts it (see Recovery).
+//
+// # Recovery
+//
+// An Open that finds no other process with the log open (it gets the
+// exclusive flock on file 0, see below) recovers the active file before
+// joining: every process that had it is gone. It walks the frames from the
+// start, past a stale tail if frames decode there; pads over unfinished
+// frames; stops at the first frame that does not decode (a torn write);
+// zeroes every non-zero word after the last valid frame (to the end of the
+// file, or of what a clean Close left); sets the tail there; and zeroes
+// waiters. [Log.Recovery] reports what it did. Other files are full and
+// were not being written; [Verify] checks them.
 //
 // # Closing and trimming
 //

@@ -261,3 +261,6 @@ func crc12(h [12]byte) uint32 {
 	}
 	return ^c
 }
+
+// putSeq stores a frame's seq (its position) in b[0:8].
+func putSeq(b []byte, pos uint64) { binary.LittleEndian.PutUint64(b, pos) }

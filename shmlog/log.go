@@ -90,6 +90,7 @@ type Log struct {
 	entered *atomic.Uint64 // this slot's count of claims entered
 	left    *atomic.Uint64 // this slot's count of claims left
 
+	recovery  Recovery // what Open recovered; read-only after Open
 	cur       atomic.Pointer[mfile]
 	closed    atomic.Bool
 	dirSynced atomic.Bool // Sync made the directory durable once
@@ -112,6 +113,7 @@ type mfile struct {
 	refs     atomic.Int64
 	retired  atomic.Bool
 	unmapped atomic.Bool
+	trimmed  bool // the file was shorter than full when mapped: a clean Close cut it
 }
 
 func (f *mfile) release() {
@@ -164,7 +166,7 @@ func (l *Log) open() error {
 			return err
 		}
 	}
-	f0, hdr, p, err := joinFile0(l.path)
+	f0, hdr, p, alone, err := joinFile0(l.path, true)
 	l.f0, l.hdr = f0, hdr
 	if err != nil {
 		return err
@@ -174,6 +176,15 @@ func (l *Log) open() error {
 	if err != nil {
 		return err
 	}
+	if alone {
+		// No other Log or Reader has the log open: whoever had it is gone.
+		l.recovery = recoverFile(f, l.capacity)
+		l.hdr.waiters().Store(0)
+		if err := sys.Lock(f0, false); err != nil {
+			f.unmap()
+			return fmt.Errorf("shmlog: open: %w", err)
+		}
+	}
 	f.hdr0 = l.hdr
 	l.mu.files = append(l.mu.files, f)
 	l.cur.Store(f)
@@ -181,32 +192,44 @@ func (l *Log) open() error {
 }
 
 // joinFile0 opens file 0, takes its shared flock, checks its header and
-// maps its header page.
-func joinFile0(path string) (*os.File, header, params, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return nil, header{}, params{}, fmt.Errorf("shmlog: open: %w", err)
-	}
-	if err := sys.Lock(f, false); err != nil {
-		return f, header{}, params{}, fmt.Errorf("shmlog: open: %w", err)
-	}
+// maps its header page. With tryAlone, it first tries the exclusive flock:
+// alone reports that it got it (no other Log or Reader has the log open),
+// and the caller converts it to shared once it has recovered the log.
+func joinFile0(path string, tryAlone bool) (f *os.File, h header, p params, alone bool, err error) {
+	h, p, err = func() (header, params, error) {
+		f, err = os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return header{}, params{}, fmt.Errorf("shmlog: open: %w", err)
+		}
+		if tryAlone && sys.TryLock(f) == nil {
+			alone = true
+		} else if err := sys.Lock(f, false); err != nil {
+			return header{}, params{}, fmt.Errorf("shmlog: open: %w", err)
+		}
+		return readFile0(f, path)
+	}()
+	return f, h, p, alone, err
+}
+
+// readFile0 checks file 0's header and maps its header page.
+func readFile0(f *os.File, path string) (header, params, error) {
 	b := make([]byte, _hdrSize)
 	n, err := f.ReadAt(b, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return f, header{}, params{}, fmt.Errorf("shmlog: read header: %w", err)
+		return header{}, params{}, fmt.Errorf("shmlog: read header: %w", err)
 	}
 	p, err := decodeHeader(path, b[:n])
 	if err != nil {
-		return f, header{}, params{}, err
+		return header{}, params{}, err
 	}
 	if p.index != 0 {
-		return f, header{}, params{}, corrupt(path, _offIndex, fmt.Errorf("%w: file 0 says it is file %d", ErrHeader, p.index))
+		return header{}, params{}, corrupt(path, _offIndex, fmt.Errorf("%w: file 0 says it is file %d", ErrHeader, p.index))
 	}
 	m, err := sys.Mmap(f, 0, _hdrSize, true)
 	if err != nil {
-		return f, header{}, params{}, err
+		return header{}, params{}, err
 	}
-	return f, header{m}, p, nil
+	return header{m}, p, nil
 }
 
 // mapFile opens and maps file idx of the log at path whole. With extend,
@@ -254,7 +277,7 @@ func mapFile(path string, idx, capacity uint64, extend bool) (*mfile, error) {
 		sys.Munmap(m)
 		return nil, err
 	}
-	return &mfile{idx: idx, name: name, m: m, tail: sys.Uint64At(m, _offTail)}, nil
+	return &mfile{idx: idx, name: name, m: m, tail: sys.Uint64At(m, _offTail), trimmed: size < full}, nil
 }
 
 // register takes a free slot, or one whose process is gone.

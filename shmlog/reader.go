@@ -63,7 +63,7 @@ func (l *Log) NewReader(from uint64) (*Reader, error) {
 }
 
 func openReader(path string, o Options, alive func(int, uint64) bool, from uint64) (*Reader, error) {
-	f0, hdr, p, err := joinFile0(path)
+	f0, hdr, p, _, err := joinFile0(path, false)
 	r := &Reader{path: path, o: o, alive: alive, capacity: p.capacity, f0: f0, hdr: hdr}
 	if err == nil {
 		if from&(1<<32-1)%_align != 0 || from&(1<<32-1) > p.capacity {
