@@ -124,7 +124,7 @@ func crashChild(spec string) {
 		fail(2, fmt.Errorf("bad %s %q", _crashChildEnv, spec))
 	}
 	var w Writer
-	for _, k := range crashKinds() {
+	for _, k := range append(crashKinds(), rotateCrashKind()) {
 		if k.name == name {
 			var err error
 			if w, err = k.open(path); errors.Is(err, ErrDirectUnsupported) {

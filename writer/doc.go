@@ -36,6 +36,44 @@
 // Sync or Close ask, and otherwise at most FlushInterval (100 ms by
 // default) after a record was written to an idle ring.
 //
+// # Rotation
+//
+// With RingOptions.Rotate, OpenFile rotates its file as lumberjack does:
+// when the file has grown to about Rotate.MaxBytes it is renamed to a
+// backup, app.log to app-2006-01-02T15-04-05.000.log (UTC unless
+// LocalTime; a name is never reused), and a new app.log takes its place.
+// Backups are then gzipped (Compress) and the oldest deleted (MaxBackups,
+// MaxAge, MaxTotalBytes). A file already at MaxBytes when OpenFile opens
+// it is rotated first.
+//
+// A file is cut only between two records. The mechanism keeps the
+// producer's path lock-free: a record's claim position is its byte offset
+// in the log, so a producer knows, from its own claim, whether the record
+// holds a multiple of 4 KiB of the log (a mark). If it does, it stores
+// the record's start in the mark's slot before it commits: one store per
+// 4 KiB of records. The flusher knows where the current file began, so
+// it knows the first mark at least MaxBytes - 4 KiB past it; when a write
+// reaches the start of the record holding that mark, it writes the bytes
+// before it to the file, renames the file, creates the next one and goes
+// on with the rest. A file is therefore at most MaxBytes long (unless one
+// record is longer) and at least MaxBytes - 4 KiB - one record.
+//
+// Producers never wait for a rotation: the rename and the new file cost
+// the flusher a few system calls. The rotated file is synced, closed and
+// unlocked by a closer goroutine, and compressed and pruned by a janitor
+// goroutine; Close joins both after their last job. Sync waits for the
+// rotated files to be synced, so the contract below holds across files.
+// A compression writes name.gz.tmp, syncs it, renames it to name.gz and
+// only then removes the backup: an error (a full disk) leaves the backup
+// as it was, is counted (Stats.RotationErrors) and passed to OnError, and
+// logging goes on. OpenFile finishes what a crash interrupted (a leftover
+// .gz.tmp, a backup whose .gz is in place), so that every record is in
+// exactly one file. An error renaming the file or creating the next one
+// is the log's own write error: sticky, with nothing deleted.
+//
+// Each file holds whole records, in order: reading the backups oldest
+// first (their names sort by age) and then the file gives the log.
+//
 // # Durability contract
 //
 //	| call returns           | guarantee                                                       |
