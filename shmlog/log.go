@@ -516,7 +516,7 @@ func (l *Log) Close() error {
 	cur := l.cur.Swap(nil)
 	l.release()
 	if err == nil && cur != nil {
-		err = l.trimIfLast(cur.idx)
+		err = l.trimIfLast()
 	}
 	if l.f0 != nil {
 		if cerr := l.f0.Close(); err == nil {
@@ -555,19 +555,22 @@ func (l *Log) release() {
 	}
 }
 
-// trimIfLast cuts file idx after its tail if no other process has the log
-// open. REQUIRES: the exclusive lock of path.lock; nothing mapped.
-func (l *Log) trimIfLast(idx uint64) error {
+// trimIfLast cuts the active file after its tail if no other process has
+// the log open. REQUIRES: the exclusive lock of path.lock; nothing mapped.
+func (l *Log) trimIfLast() error {
 	if sys.TryLock(l.f0) != nil {
 		return nil // another Log or Reader holds its shared lock
 	}
-	name := fileName(l.path, idx)
+	var b [8]byte
+	if _, err := l.f0.ReadAt(b[:], _offActive); err != nil {
+		return fmt.Errorf("shmlog: trim: %w", err)
+	}
+	name := fileName(l.path, binary.LittleEndian.Uint64(b[:]))
 	f, err := os.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("shmlog: trim: %w", err)
 	}
 	defer f.Close()
-	var b [8]byte
 	if _, err := f.ReadAt(b[:], _offTail); err != nil {
 		return fmt.Errorf("shmlog: trim: %w", err)
 	}

@@ -292,3 +292,36 @@ func TestFullDisk(t *testing.T) {
 		t.Fatalf("left %v", m)
 	}
 }
+
+// TestTrimActive: the last Close trims the active file even when its own
+// Log never moved to it.
+func TestTrimActive(t *testing.T) {
+	path := logPath(t)
+	o := &shmlog.Options{MaxFileSize: 64 << 10}
+	idle, err := shmlog.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := shmlog.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 700 { // 512 fill file 0
+		if _, err := busy.Append(make([]byte, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy.Close()
+	idle.Close()
+	name := path + ".00000001"
+	fi, err := os.Stat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() >= 64<<10 {
+		t.Fatalf("%s is %d bytes after the last Close: not trimmed", name, fi.Size())
+	}
+	if st, err := shmlog.Verify(path, nil); err != nil || st.Records != 700 {
+		t.Fatalf("Verify: %d records, %v; want 700", st.Records, err)
+	}
+}
