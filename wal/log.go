@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/appendlog/appendlog/frame"
 	"github.com/appendlog/appendlog/internal/engine"
@@ -34,6 +35,23 @@ type Log struct {
 
 	// cursors are the log's durable consumer cursors (cursor.go).
 	cursors cursorSet
+
+	// segs lists the segments for Readers (NewReader) and retention.
+	segs *segTable
+	// ret serialises deletions (TruncateFront, and retention on the
+	// sealer). closed stops them once Close began; err is a background
+	// retention failure not yet returned by TruncateFront.
+	ret struct {
+		sync.Mutex
+		closed bool  // Protected by the mutex.
+		err    error // Protected by the mutex.
+	}
+	// retentionFloor reports the lowest position retention must keep (ok
+	// false: no bound), unless Options.Retention.IgnoreCursors. Open sets
+	// it to cursorFloor; deletion never removes a record at or above it.
+	retentionFloor func() (floor uint64, ok bool, err error)
+	// deleted counts segments deleted by retention and TruncateFront.
+	deleted atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -112,6 +130,14 @@ func Open(dir string, opts *Options) (*Log, error) {
 		return nil, err
 	}
 	l.w, l.rec = w, rec
+	if l.segs, err = newSegTable(fsys, dir, &o); err != nil {
+		w.closeFile(false)
+		lock.Close()
+		return nil, err
+	}
+	l.retentionFloor = l.cursorFloor
+	w.written.Store(rec.NextSeq)
+	w.table, w.onSeal, w.now = l.segs, l.applyRetention, l.now
 	w.seals = make(chan *sealJob, 1)
 	w.sealed = make(chan struct{})
 	// No spare segment yet: the first rotation creates one, and the sealer
@@ -130,6 +156,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	}, w)
 	if err != nil {
 		w.closeFile(false)
+		l.segs.close()
 		lock.Close()
 		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
@@ -280,6 +307,9 @@ type Stats struct {
 	Appended, Written   uint64 // bytes since Open, frames included
 	Syncs, Writes       uint64
 	SegmentsCreated     int64
+	// SegmentsDeleted counts segments deleted by retention and
+	// TruncateFront since Open.
+	SegmentsDeleted int64
 }
 
 // Stats returns a snapshot of the log's counters.
@@ -293,6 +323,7 @@ func (l *Log) Stats() Stats {
 		Syncs:           es.Syncs,
 		Writes:          es.Flushes,
 		SegmentsCreated: l.w.segments.Load(),
+		SegmentsDeleted: l.deleted.Load(),
 	}
 }
 
@@ -302,6 +333,9 @@ func (l *Log) Stats() Stats {
 // ErrClosed.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
+		l.ret.Lock()
+		l.ret.closed = true
+		l.ret.Unlock()
 		l.cursors.stop()
 		err := l.eng.Close()
 		if err != nil {
@@ -310,6 +344,7 @@ func (l *Log) Close() error {
 		if cerr := l.w.closeFile(err == nil); err == nil {
 			err = cerr
 		}
+		l.segs.close()
 		if cerr := l.cursors.close(l.DurableSeq()); err == nil {
 			err = cerr
 		}

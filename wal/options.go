@@ -103,6 +103,9 @@ type Options struct {
 	// of each Cursor whose acks moved it since its last checkpoint (see
 	// Cursor). Default DefaultCheckpointEvery.
 	CheckpointEvery time.Duration
+	// Retention bounds what the log keeps (see Retention). Zero keeps
+	// everything.
+	Retention Retention
 
 	// fsys is the file system, vfs.OS() when nil. Tests set it (see
 	// export_test.go).
@@ -171,7 +174,8 @@ func (c *Options) validate() error {
 	if c.Sync < SyncNever || c.Sync > SyncBatch {
 		errs = append(errs, fmt.Errorf("unknown Sync mode %d", c.Sync))
 	}
-	if c.SyncEvery < 0 || c.BatchAge < 0 || c.BatchBytes < 0 || c.FlushInterval < 0 || c.CheckpointEvery < 0 {
+	if c.SyncEvery < 0 || c.BatchAge < 0 || c.BatchBytes < 0 || c.FlushInterval < 0 || c.CheckpointEvery < 0 ||
+		c.Retention.MaxBytes < 0 || c.Retention.MaxAge < 0 {
 		errs = append(errs, errors.New("durations and sizes must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {

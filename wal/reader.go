@@ -66,6 +66,9 @@ type Reader struct {
 	torn    *TornTail
 	err     error
 	done    bool
+
+	// liveState follows an open Log (NewReader); zero for OpenReader.
+	liveState
 }
 
 // TornTail is a torn tail found in the last segment: damage past the last
@@ -108,6 +111,9 @@ func OpenReader(dir string, from uint64, opts *Options) (*Reader, error) {
 // on error, or at a recorded gap (see Err); after a gap, Next continues
 // with the record after it.
 func (r *Reader) Next() bool {
+	if r.l != nil {
+		return r.nextLive()
+	}
 	r.gap = nil
 	for !r.done {
 		if r.f == nil {
@@ -388,9 +394,13 @@ func (r *Reader) Torn() *TornTail { return r.torn }
 // NextSeq returns the sequence number after the last record read.
 func (r *Reader) NextSeq() uint64 { return r.expect }
 
-// Close releases the Reader's file.
+// Close releases the Reader's file, or its segment and mapping.
 func (r *Reader) Close() error {
 	r.done = true
+	if r.l != nil {
+		r.closeLive()
+		return nil
+	}
 	if r.f != nil {
 		err := r.f.Close()
 		r.f, r.sc = nil, nil

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/appendlog/appendlog/frame"
 	"github.com/appendlog/appendlog/internal/engine"
@@ -62,6 +63,19 @@ type segWriter struct {
 
 	// durable is the sequence number after the last durable record.
 	durable atomic.Uint64
+	// written is the sequence number after the last whole record handed
+	// to the OS: what a ReadWritten Reader may see. Stored after the
+	// records' bytes were written (and, at a rotation, after the table
+	// lists the new segment).
+	written atomic.Uint64
+	// table lists the segments for Readers of the open Log; rotate adds
+	// each new one. nil for a segWriter not behind a Log.
+	table *segTable
+	// onSeal, if set, runs on the sealer after each successful seal
+	// (retention).
+	onSeal func()
+	// now reads the log's clock (seal times for retention).
+	now func() time.Time
 	// segments counts segments created (for stats and tests).
 	segments atomic.Int64
 }
@@ -93,6 +107,7 @@ func (w *segWriter) Write(pos uint64, a, b []byte) error {
 			}
 		}
 	}
+	engine.StoreMax(&w.written, w.nextSeq)
 	return nil
 }
 
@@ -190,6 +205,20 @@ func (w *segWriter) rotate(pos uint64) error {
 		next.Close()
 		return fmt.Errorf("wal: start segment %s: %w", segmentName(w.nextSeq), err)
 	}
+	if w.table != nil {
+		// Readers reach the new segment through this handle: its name is
+		// spareName until the sealer renames it.
+		rf, err := w.fsys.OpenFile(filepath.Join(w.dir, spareName), os.O_RDONLY, 0)
+		if err != nil {
+			next.Close()
+			return fmt.Errorf("wal: start segment %s: open for readers: %w", segmentName(w.nextSeq), err)
+		}
+		at := time.Now()
+		if w.now != nil {
+			at = w.now()
+		}
+		w.table.rotated(w.nextSeq, dataEnd+frame.FooterSize, at, &liveSeg{firstSeq: w.nextSeq, name: segmentName(w.nextSeq), refs: 1, f: rf})
+	}
 	job := &sealJob{old: w.f, oldName: w.name, next: next, nextName: segmentName(w.nextSeq), nextSeq: w.nextSeq, done: make(chan struct{})}
 	w.pending = job
 	w.seals <- job
@@ -233,6 +262,9 @@ func (w *segWriter) sealLoop() {
 		}
 		job.err = failed
 		close(job.done)
+		if failed == nil && w.onSeal != nil {
+			w.onSeal()
+		}
 	}
 }
 

@@ -1,0 +1,163 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// Retention bounds what a log keeps. Whole sealed segments, oldest first,
+// are deleted; the active segment never is. A zero field means no bound.
+// The sealer goroutine applies it after each segment is sealed, off the
+// write path: deleting never blocks Append.
+type Retention struct {
+	// MaxBytes bounds the total size of the segment files; the active
+	// segment counts as Options.SegmentSize (its preallocated size).
+	MaxBytes int64
+	// MaxAge deletes a sealed segment once it was sealed (its last record
+	// written) longer ago than MaxAge. A segment found at Open is dated by
+	// its file's modification time.
+	MaxAge time.Duration
+	// IgnoreCursors lets retention and TruncateFront delete records that a
+	// Cursor has not committed. By default they never delete a record at
+	// or above the lowest checkpointed Cursor position.
+	IgnoreCursors bool
+}
+
+// ErrTruncated is matched (errors.Is) by the *TruncatedError of a read
+// below the log's first record.
+var ErrTruncated = errors.New("wal: records deleted by retention")
+
+// TruncatedError reports a read of sequence number Seq, which retention or
+// TruncateFront deleted: the first record still in the log is First.
+type TruncatedError struct {
+	Seq, First uint64
+}
+
+func (e *TruncatedError) Error() string {
+	return fmt.Sprintf("wal: record %d was deleted by retention; the first record available is %d", e.Seq, e.First)
+}
+
+// Is reports whether target is ErrTruncated.
+func (e *TruncatedError) Is(target error) bool { return target == ErrTruncated }
+
+// FirstSeq returns the sequence number of the first record the log still
+// holds (retention and TruncateFront move it up); with no record yet, the
+// one the first Append gets.
+func (l *Log) FirstSeq() uint64 { return l.segs.first.Load() }
+
+// TruncateFront deletes every segment that holds only records below seq,
+// never the active one, and makes the deletion durable (directory fsync)
+// before it returns. Records from the first segment holding seq onwards
+// stay. Unless Options.Retention.IgnoreCursors is set it deletes nothing
+// at or above the lowest checkpointed Cursor position. Readers positioned
+// in a deleted segment finish it; a read below FirstSeq afterwards is a
+// *TruncatedError. Appends go on meanwhile. A failure of background
+// retention since the last call is returned too.
+func (l *Log) TruncateFront(seq uint64) error {
+	if err := l.mapErr(l.eng.Err()); err != nil {
+		return err
+	}
+	l.ret.Lock()
+	defer l.ret.Unlock()
+	if l.ret.closed {
+		return ErrClosed
+	}
+	err := l.deleteFront(func(s *liveSeg, _ int64) bool { return s.end.Load() <= seq })
+	if berr := l.ret.err; berr != nil {
+		l.ret.err = nil
+		err = errors.Join(err, berr)
+	}
+	return err
+}
+
+// applyRetention applies Options.Retention. The sealer calls it after
+// each seal; an error is kept for the next TruncateFront.
+func (l *Log) applyRetention() {
+	r := l.opts.Retention
+	if r.MaxBytes <= 0 && r.MaxAge <= 0 {
+		return
+	}
+	l.ret.Lock()
+	defer l.ret.Unlock()
+	if l.ret.closed {
+		return
+	}
+	now := l.now()
+	err := l.deleteFront(func(s *liveSeg, total int64) bool {
+		if r.MaxBytes > 0 && total > r.MaxBytes {
+			return true
+		}
+		return r.MaxAge > 0 && !s.sealedAt.IsZero() && now.Sub(s.sealedAt) > r.MaxAge
+	})
+	if err != nil && l.ret.err == nil {
+		l.ret.err = fmt.Errorf("wal: retention: %w", err)
+	}
+}
+
+// now reads the log's clock.
+func (l *Log) now() time.Time {
+	if l.opts.clock != nil {
+		return l.opts.clock.Now()
+	}
+	return time.Now()
+}
+
+// deleteFront deletes sealed segments from the oldest on while drop says
+// so, given the segment and the total size of the segments (the active one
+// counted as SegmentSize) before it is deleted; it stops at the first one
+// kept, at the active segment, and at the cursors' floor. Files are
+// removed oldest first, so a crash leaves a log that starts later, never
+// one with a hole. REQUIRES: l.ret held.
+func (l *Log) deleteFront(drop func(s *liveSeg, total int64) bool) error {
+	floor := ^uint64(0)
+	if !l.opts.Retention.IgnoreCursors && l.retentionFloor != nil {
+		f, ok, err := l.retentionFloor()
+		if err != nil {
+			return fmt.Errorf("wal: retention: cursor positions: %w", err)
+		}
+		if ok {
+			floor = f
+		}
+	}
+	t := l.segs
+	t.mu.Lock()
+	segs := t.mu.segs
+	var total int64
+	for _, s := range segs[:max(len(segs)-1, 0)] {
+		total += s.size
+	}
+	total += l.opts.SegmentSize
+	k := 0
+	for ; k < len(segs)-1; k++ {
+		s := segs[k]
+		if s.end.Load() > floor || !drop(s, total) {
+			break
+		}
+		total -= s.size
+	}
+	gone := append([]*liveSeg(nil), segs[:k]...)
+	if k > 0 {
+		t.mu.segs = append(segs[:0:0], segs[k:]...)
+		t.first.Store(t.mu.segs[0].firstSeq)
+	}
+	t.mu.Unlock()
+	if len(gone) == 0 {
+		return nil
+	}
+	var err error
+	for _, s := range gone {
+		if err == nil {
+			if rerr := l.opts.fsys.Remove(filepath.Join(l.dir, s.name)); rerr != nil {
+				err = fmt.Errorf("wal: delete segment %s: %w", s.name, rerr)
+			}
+		}
+		t.release(s)
+	}
+	if serr := l.opts.fsys.SyncDir(l.dir); err == nil && serr != nil {
+		err = fmt.Errorf("wal: delete segments: sync directory %s: %w", l.dir, serr)
+	}
+	l.deleted.Add(int64(len(gone)))
+	return err
+}

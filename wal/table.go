@@ -1,0 +1,309 @@
+package wal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/vfs"
+)
+
+// segTable is an open Log's list of segments, oldest first; the last one
+// is the active segment the flusher writes. Readers of the open Log
+// (NewReader) find segments through it, never through the directory: the
+// active segment may still be under its temporary name (see rotate).
+//
+// Each segment is reference-counted: the table holds one reference while
+// the segment is listed, and each Reader positioned in it holds one. The
+// segment's read-only file handle and mapping are released with the last
+// reference, so a Reader in a segment that retention deleted finishes it
+// from its mapping (the file is unlinked, never truncated, while mapped).
+type segTable struct {
+	fsys   vfs.FS
+	dir    string
+	maxRec int
+	// activeLen is the least mapping length of an active segment: it may
+	// grow to SegmentSize plus one record and a footer.
+	activeLen int64
+
+	mu struct {
+		sync.Mutex
+		segs   []*liveSeg // Protected by mu.
+		closed bool       // Protected by mu.
+	}
+	// first is the first sequence number of the oldest listed segment:
+	// Log.FirstSeq.
+	first atomic.Uint64
+}
+
+// liveSeg is one segment of an open Log.
+type liveSeg struct {
+	firstSeq uint64
+	name     string
+	// end is the sequence number after the segment's last record once it
+	// is sealed (the next segment's first), 0 while it is active. The
+	// flusher stores it before any record of the next segment is visible.
+	end atomic.Uint64
+
+	// size is the file size once sealed, and sealedAt when it was sealed
+	// (zero if unknown), for retention. Protected by the table's mu.
+	size     int64
+	sealedAt time.Time
+
+	// refs counts the table's reference and the Readers'. Protected by the
+	// table's mu.
+	refs int
+	// f is a read-only handle, opened by the first Reader (or, for a
+	// segment created by rotation, by the flusher). m maps the file (nil
+	// where mapping is unavailable: Readers then use f.ReadAt). Both are
+	// set while the table's mu is held and refs > 0, and not changed
+	// until refs drops to 0: a Reader holding a reference reads them
+	// without the lock.
+	f     vfs.File
+	m     []byte
+	unmap func() error
+
+	idx segIndex
+}
+
+// _indexEvery is how many bytes of frames lie between two entries of a
+// segment's sparse index.
+const _indexEvery = 4 << 10
+
+// newSegTable lists the segments in dir after recovery: every one but the
+// last is sealed.
+func newSegTable(fsys vfs.FS, dir string, o *Options) (*segTable, error) {
+	t := &segTable{fsys: fsys, dir: dir, maxRec: o.MaxRecordSize}
+	t.activeLen = o.SegmentSize + int64(frame.HeaderSize+o.MaxRecordSize+frame.FooterSize)
+	segs, _, _, err := listSegments(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(segs) == 0 {
+		return nil, fmt.Errorf("wal: open %s: no segment after recovery", dir)
+	}
+	for i, s := range segs {
+		ls := &liveSeg{firstSeq: s.firstSeq, name: s.name, refs: 1}
+		if i < len(segs)-1 {
+			ls.end.Store(segs[i+1].firstSeq)
+			st, err := fsys.Stat(filepath.Join(dir, s.name))
+			if err != nil {
+				return nil, fmt.Errorf("wal: stat %s: %w", s.name, err)
+			}
+			ls.size, ls.sealedAt = st.Size(), st.ModTime()
+		}
+		t.mu.segs = append(t.mu.segs, ls)
+	}
+	t.first.Store(segs[0].firstSeq)
+	return t, nil
+}
+
+// rotated records, on the flusher, that the active segment was sealed
+// with its records ending before end in a file of size bytes, and that
+// next (whose read-only handle is f) is now active.
+func (t *segTable) rotated(end uint64, size int64, at time.Time, next *liveSeg) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := t.mu.segs[len(t.mu.segs)-1]
+	old.size, old.sealedAt = size, at
+	old.end.Store(end)
+	t.mu.segs = append(t.mu.segs, next)
+}
+
+// acquire returns the segment holding seq with a reference the caller
+// releases, opening and mapping it if needed. A seq below the oldest
+// segment is a *TruncatedError.
+func (t *segTable) acquire(seq uint64) (*liveSeg, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	segs := t.mu.segs
+	if t.mu.closed {
+		return nil, ErrClosed
+	}
+	if len(segs) == 0 || seq < segs[0].firstSeq {
+		first := t.first.Load()
+		return nil, &TruncatedError{Seq: seq, First: first}
+	}
+	k := sort.Search(len(segs), func(i int) bool { return segs[i].firstSeq > seq }) - 1
+	s := segs[k]
+	if s.f == nil {
+		f, err := t.fsys.OpenFile(filepath.Join(t.dir, s.name), os.O_RDONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("wal: open %s for reading: %w", s.name, err)
+		}
+		s.f = f
+	}
+	if s.m == nil {
+		if err := t.mapSeg(s); err != nil {
+			return nil, err
+		}
+	}
+	s.refs++
+	return s, nil
+}
+
+// mapSeg maps s read-only if its file can be mapped. A sealed segment is
+// mapped at its size; the active one at the most it can grow to, of which
+// a Reader touches only the bytes of visible records. REQUIRES: t.mu held.
+func (t *segTable) mapSeg(s *liveSeg) error {
+	mp, ok := s.f.(vfs.Mapper)
+	if !ok {
+		return nil
+	}
+	size, err := s.f.Size()
+	if err != nil {
+		return fmt.Errorf("wal: stat %s: %w", s.name, err)
+	}
+	n := size
+	if s.end.Load() == 0 {
+		n = max(size+int64(frame.HeaderSize+t.maxRec+frame.FooterSize), t.activeLen)
+	}
+	if n <= 0 {
+		return nil
+	}
+	m, unmap, err := mp.MapRead(int(n))
+	if err != nil {
+		return nil // fall back to ReadAt
+	}
+	s.m, s.unmap = m, unmap
+	return nil
+}
+
+// release drops one reference to s; the last closes its file and mapping.
+func (t *segTable) release(s *liveSeg) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.releaseLocked(s)
+}
+
+// releaseLocked is release with t.mu held.
+func (t *segTable) releaseLocked(s *liveSeg) {
+	s.refs--
+	if s.refs > 0 {
+		return
+	}
+	if s.unmap != nil {
+		_ = s.unmap() // a mapping of our own making: it cannot fail but for a bug
+		s.m, s.unmap = nil, nil
+	}
+	if s.f != nil {
+		_ = s.f.Close() // read-only: nothing to lose
+		s.f = nil
+	}
+}
+
+// close drops the table's references (Log.Close). Readers keep theirs.
+func (t *segTable) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.closed {
+		return
+	}
+	t.mu.closed = true
+	for _, s := range t.mu.segs {
+		t.releaseLocked(s)
+	}
+	t.mu.segs = nil
+}
+
+// segIndex is a segment's sparse index: the offset and sequence number of
+// a frame every _indexEvery bytes, built by walking frame headers the
+// first time a Reader positions itself in the segment, and extended as
+// records become visible. It is only a hint: a Reader checks the frame it
+// points at (checksum and sequence number) and scans from the segment's
+// start when the hint is wrong.
+type segIndex struct {
+	mu   sync.Mutex
+	seqs []uint64 // Protected by mu.
+	offs []int64  // Protected by mu.
+	// The walk resumes at offset off, whose frame should have seq.
+	// Protected by mu.
+	off     int64
+	seq     uint64
+	started bool
+	stuck   bool // the walk met a header it cannot follow
+}
+
+// seek returns the offset and sequence number of an indexed frame at or
+// before the first record >= target, walking the headers of records
+// below limit (the visible ones) as far as needed. REQUIRES: a reference
+// to s is held.
+func (s *liveSeg) seek(target, limit uint64, maxRec int) (int64, uint64) {
+	x := &s.idx
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.started {
+		x.started, x.off, x.seq = true, headerPage, s.firstSeq
+		x.seqs, x.offs = append(x.seqs, s.firstSeq), append(x.offs, headerPage)
+	}
+	if end := s.end.Load(); end != 0 {
+		limit = min(limit, end)
+	}
+	lastOff := x.offs[len(x.offs)-1]
+	var hdr [frame.HeaderSize + _gapPayloadSize]byte
+	for !x.stuck && x.seq <= target && x.seq < limit {
+		b, ok := s.peek(hdr[:frame.HeaderSize], x.off)
+		if !ok {
+			x.stuck = true
+			break
+		}
+		word := binary.LittleEndian.Uint32(b[4:8])
+		length := int(word & frame.MaxPayload)
+		kind := frame.Kind(word >> 30)
+		seq := binary.LittleEndian.Uint64(b[8:16])
+		next := seq + 1
+		switch {
+		case seq != x.seq || length > maxRec:
+			x.stuck = true
+		case kind == frame.KindPadding && length == _gapPayloadSize:
+			g, ok := s.peek(hdr[:], x.off)
+			if !ok {
+				x.stuck = true
+				break
+			}
+			n := binary.LittleEndian.Uint64(g[frame.HeaderSize+8:])
+			if string(g[frame.HeaderSize:frame.HeaderSize+8]) != _gapMagic || n == 0 || seq+n < seq {
+				x.stuck = true
+			}
+			next = seq + n
+		case kind != frame.KindRecord:
+			x.stuck = true
+		}
+		if x.stuck {
+			break
+		}
+		if x.off-lastOff >= _indexEvery {
+			x.seqs, x.offs = append(x.seqs, x.seq), append(x.offs, x.off)
+			lastOff = x.off
+		}
+		x.off += int64(frame.HeaderSize + length)
+		x.seq = next
+	}
+	k := sort.Search(len(x.seqs), func(i int) bool { return x.seqs[i] > target }) - 1
+	return x.offs[max(k, 0)], x.seqs[max(k, 0)]
+}
+
+// peek returns len(buf) bytes of s at off: a slice of the mapping, or buf
+// filled by ReadAt. ok is false if they are not there. REQUIRES: a
+// reference to s is held.
+func (s *liveSeg) peek(buf []byte, off int64) ([]byte, bool) {
+	if s.m != nil {
+		if off < 0 || off+int64(len(buf)) > int64(len(s.m)) {
+			return nil, false
+		}
+		return s.m[off : off+int64(len(buf))], true
+	}
+	n, err := s.f.ReadAt(buf, off)
+	if n < len(buf) && (err == nil || errors.Is(err, io.EOF)) {
+		return nil, false
+	}
+	return buf, err == nil || errors.Is(err, io.EOF)
+}
