@@ -85,7 +85,8 @@
 // A reader reaching offset o of file i with C-o < 16 moves to file i+1. A
 // reader with nothing to read adds 1 to waiters, reads wake, looks again,
 // then sleeps with FUTEX_WAIT on wake's value with a timeout, and subtracts
-// 1 from waiters.
+// 1 from waiters. A reader killed while asleep leaves waiters above 0, and
+// writers then wake on every commit until the next recovering Open.
 //
 // # Slots
 //
@@ -93,10 +94,13 @@
 // process start time (field 22 of /proc/PID/stat, 0 while registering),
 // [16:24) entered and [24:32) left, the counts of the process's claims that
 // passed step 1 and that passed the end of step 3, 4 or 5: entered - left
-// claims are between their tail add and their header. Open takes a free slot, or one whose process is gone,
-// under the exclusive flock of P.lock, by CASing state to generation+1 and
-// the new pid; Close frees it (generation+1, pid 0). A process is gone if
-// /proc/PID/stat is missing or a zombie's, or its start time differs.
+// claims are between their tail add and their header. Open takes a free
+// slot, or one whose process is gone, under the exclusive flock of P.lock,
+// by CASing state to generation+1 and the new pid, then stores the start
+// time and zeroes the counts; Close frees it (generation+1, pid 0). A
+// process is gone if /proc/PID/stat is missing or a zombie's, or its start
+// time differs. At most 48 Logs have the log open at once; Open returns
+// ErrNoSlot beyond that.
 //
 // # Dead writers
 //
@@ -118,8 +122,9 @@
 //     busy live writers cannot starve the reader.
 //
 // A live writer is never padded over while its process lives, unless
-// LiveTimeout says so. Writers never wait for each other: only readers
-// wait for a frame, and a dead writer stalls them for CommitTimeout.
+// LiveTimeout says so. Writers never wait for each other (except for the
+// flock while one creates the next file): only readers wait for a frame,
+// and a dead writer stalls them for CommitTimeout.
 //
 // # Durability
 //

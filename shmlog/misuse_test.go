@@ -325,3 +325,33 @@ func TestTrimActive(t *testing.T) {
 		t.Fatalf("Verify: %d records, %v; want 700", st.Records, err)
 	}
 }
+
+func TestNoSlot(t *testing.T) {
+	path := logPath(t)
+	var ls []*shmlog.Log
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range 48 {
+		l, err := shmlog.Open(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	if l, err := shmlog.Open(path, nil); !errors.Is(err, shmlog.ErrNoSlot) {
+		if err == nil {
+			l.Close()
+		}
+		t.Fatalf("49th Open: %v, want ErrNoSlot", err)
+	}
+	// A closed Log's slot is taken again.
+	ls[7].Close()
+	l, err := shmlog.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls[7] = l
+}
