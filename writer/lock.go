@@ -61,6 +61,20 @@ func lockFile(path string, perm os.FileMode) (io.Closer, error) {
 	return &fileLock{f: f}, nil
 }
 
+// holds reports whether path names the locked file (it was not renamed
+// or replaced).
+func (l *fileLock) holds(path string) bool {
+	if l.f == nil {
+		return false
+	}
+	a, err := l.f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(path)
+	return err == nil && os.SameFile(a, b)
+}
+
 // Close releases the lock.
 func (l *fileLock) Close() error {
 	if l.f == nil {

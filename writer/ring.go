@@ -328,19 +328,14 @@ func OpenFile(path string, opts *RingOptions) (*Ring, error) {
 		return nil, err
 	}
 	o := opts.withDefaults()
-	if o.Rotate != nil {
+	if !o.Direct {
 		return openRotating(path, o)
 	}
 	lock, err := o.lockFile(path, o.Perm)
 	if err != nil {
 		return nil, err
 	}
-	var s ringSink
-	if o.Direct {
-		s, err = openDirectSink(path, o.Perm, o.syncDir)
-	} else {
-		s, err = openFileSink(o.fsys, path, o.Perm)
-	}
+	s, err := openDirectSink(path, o.Perm, o.syncDir)
 	if err != nil {
 		lock.Close()
 		return nil, err
@@ -355,10 +350,13 @@ func OpenFile(path string, opts *RingOptions) (*Ring, error) {
 	return r, nil
 }
 
-// openRotating is OpenFile with Rotate: the sink takes the file's lock
-// and every later file's.
+// openRotating is OpenFile without Direct: the sink takes the file's lock
+// and that of every later file (Rotate, Reopen).
 func openRotating(path string, o RingOptions) (*Ring, error) {
-	m := newMarks(o.Size)
+	var m *marks
+	if o.Rotate != nil {
+		m = newMarks(o.Size)
+	}
 	s, err := openRotSink(path, &o, m, maxClaim(o.Size))
 	if err != nil {
 		return nil, err
@@ -687,6 +685,38 @@ func (r *Ring) abandon() {
 	})
 }
 
+// Reopen closes the Ring's file and opens its path again, for logrotate's
+// rename-and-create (its default "create" mode, then a postrotate script
+// that sends the process a SIGHUP) and for SIGHUP handlers: records
+// written before Reopen is called go to the old file, wherever it was
+// renamed, and records written after it returns go to the file now at the
+// path (created if missing); records written meanwhile go to one or the
+// other, whole. Reopen returns once the old file has been written, synced
+// and closed, and its lock released; the new file is locked as OpenFile
+// locks it. If nothing was renamed, the file is simply opened again.
+//
+// Only a Ring from OpenFile without Direct can reopen; for others Reopen
+// returns an error and does nothing. An error opening the new file is
+// sticky, as a failed write is.
+func (r *Ring) Reopen() error {
+	s, ok := r.sink.(*rotSink)
+	if !ok {
+		return errors.New("writer: Reopen needs a Ring opened by OpenFile without Direct")
+	}
+	if err := r.state(); err != nil {
+		return err
+	}
+	s.requestReopen(func() uint64 { pos, _ := r.e.Tail(); return pos })
+	if err := r.e.Flush(context.Background()); err != nil {
+		return mapErr(err)
+	}
+	gen, err := s.finishReopen()
+	if err != nil {
+		return err
+	}
+	return s.awaitClosed(gen)
+}
+
 // MaxRecord returns the size of the largest record Write accepts.
 func (r *Ring) MaxRecord() int { return r.e.MaxClaim() }
 
@@ -727,6 +757,7 @@ func (r *Ring) Stats() Stats {
 		Blocked:        es.Blocked,
 		Retries:        r.meter.retries(),
 		Rotations:      r.meter.rotations(),
+		Reopens:        r.meter.reopens(),
 		RotationErrors: r.meter.rotationErrors(),
 	}
 }
@@ -763,6 +794,13 @@ func (m *meter) Sync() error { return m.inner.Sync() }
 func (m *meter) rotations() uint64 {
 	if s, ok := m.inner.(*rotSink); ok {
 		return s.rotations.Load()
+	}
+	return 0
+}
+
+func (m *meter) reopens() uint64 {
+	if s, ok := m.inner.(*rotSink); ok {
+		return s.reopens.Load()
 	}
 	return 0
 }

@@ -146,17 +146,24 @@ type rotSink struct {
 	lockFile func(string, os.FileMode) (io.Closer, error)
 	now      func() time.Time
 	rot      Rotate
-	marks    *marks
+	marks    *marks // nil without rotation
 	maxClaim int
 	onError  func(error)
 
-	// Flusher only.
+	// mu is held by Write and by Reopen, which switches files while the
+	// flusher is not writing. The fields below are protected by mu.
+	mu      sync.Mutex
 	cur     *fileSink
 	lock    io.Closer
 	start   uint64 // log position of the current file's first byte
+	pos     uint64 // log position of the next byte to write
 	cutMark uint64
 	last    time.Time // the time in the newest backup's name
-	gen     uint64    // rotations handed to the closer
+	gen     uint64    // files handed to the closer
+	// reopenAt, if not 0, is one more than the log position (a record
+	// boundary) at which Reopen asked for a new file.
+	reopenAt uint64
+	reopens  atomic.Uint64
 
 	rotations atomic.Uint64
 	errs      atomic.Uint64
@@ -177,9 +184,11 @@ type rotSink struct {
 type rotated struct {
 	f    vfs.File
 	lock io.Closer
-	name string // the backup's path
+	name string // the backup's path; "" after Reopen (not ours to tidy)
 }
 
+// openRotSink opens the sink of an OpenFile Ring (not Direct); m is nil
+// without rotation.
 func openRotSink(path string, o *RingOptions, m *marks, maxClaim int) (*rotSink, error) {
 	s := &rotSink{
 		fsys:     o.fsys,
@@ -187,17 +196,21 @@ func openRotSink(path string, o *RingOptions, m *marks, maxClaim int) (*rotSink,
 		perm:     o.Perm,
 		lockFile: o.lockFile,
 		now:      time.Now,
-		rot:      *o.Rotate,
 		marks:    m,
 		maxClaim: maxClaim,
 		onError:  o.OnError,
+	}
+	if o.Rotate != nil {
+		s.rot = *o.Rotate
 	}
 	if o.clock != nil {
 		s.now = o.clock.Now
 	}
 	s.ccond = sync.NewCond(&s.cmu)
-	if err := s.recover(); err != nil {
-		return nil, err
+	if m != nil {
+		if err := s.recover(); err != nil {
+			return nil, err
+		}
 	}
 	lock, err := s.lockFile(path, s.perm)
 	if err != nil {
@@ -210,6 +223,11 @@ func openRotSink(path string, o *RingOptions, m *marks, maxClaim int) (*rotSink,
 	}
 	s.cur, s.lock = cur, lock
 	s.closer = newWorker(s.closeRotated)
+	if m == nil {
+		s.start = uint64(s.cur.off) // log positions start at the file's size
+		s.pos = s.start
+		return s, nil
+	}
 	s.janitor = newWorker(s.tidy)
 	if cur.off >= s.rot.MaxBytes {
 		// The file is full already: start a new one at once.
@@ -218,7 +236,8 @@ func openRotSink(path string, o *RingOptions, m *marks, maxClaim int) (*rotSink,
 			return nil, err
 		}
 	}
-	s.start = uint64(s.cur.off) // log positions start at the file's size
+	s.start = uint64(s.cur.off)
+	s.pos = s.start
 	s.cutMark = s.markAfter(s.start)
 	s.janitor.push("") // compress backups left uncompressed, and prune
 	return s, nil
@@ -237,17 +256,34 @@ func (s *rotSink) markAfter(start uint64) uint64 {
 func (s *rotSink) startPos() uint64 { return s.start }
 
 func (s *rotSink) Write(pos uint64, a, b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for {
 		end := pos + uint64(len(a)+len(b))
-		c, ok := s.marks.start(s.cutMark, s.maxClaim)
-		if ok && c <= s.start {
-			// One record spans the file from its start past the mark:
-			// the file ends after it, at the next mark's claim.
-			s.cutMark++
-			continue
+		var (
+			c      uint64
+			ok     bool
+			reopen bool
+		)
+		if s.marks != nil {
+			c, ok = s.marks.start(s.cutMark, s.maxClaim)
+			if ok && c <= s.start {
+				// One record spans the file from its start past the
+				// mark: the file ends after it, at the next mark's
+				// claim.
+				s.cutMark++
+				continue
+			}
+		}
+		if s.reopenAt != 0 && (!ok || s.reopenAt-1 <= c) {
+			c, ok, reopen = s.reopenAt-1, true, true
 		}
 		if !ok || c >= end {
-			return s.cur.Write(pos, a, b)
+			if err := s.cur.Write(pos, a, b); err != nil {
+				return err
+			}
+			s.pos = end
+			return nil
 		}
 		// c is a record boundary in [pos, end): the bytes before it end
 		// the current file. (c >= pos: an earlier Write either found
@@ -259,12 +295,11 @@ func (s *rotSink) Write(pos uint64, a, b []byte) error {
 			if err := s.cur.Write(pos, ha, hb); err != nil {
 				return err
 			}
+			s.pos = c
 		}
-		if err := s.rotate(); err != nil {
+		if err := s.switchAt(c, reopen); err != nil {
 			return err
 		}
-		s.start = c
-		s.cutMark = s.markAfter(c)
 		pos, a, b = c, ta, tb
 		if len(a) == 0 {
 			if len(b) == 0 {
@@ -286,9 +321,56 @@ func splitAt(a, b []byte, k int) (ha, hb, ta, tb []byte) {
 	return a, b[:k], b[k:], nil
 }
 
+// switchAt starts a new file at log position c, everything before it
+// written: for Reopen (the file was renamed by someone else, or not) or
+// for rotation. REQUIRES: s.mu held.
+func (s *rotSink) switchAt(c uint64, reopen bool) error {
+	var err error
+	if reopen {
+		err = s.reopen()
+		s.reopenAt = 0
+	} else {
+		err = s.rotate()
+	}
+	if err != nil {
+		return err
+	}
+	s.start = c
+	if s.marks != nil {
+		s.cutMark = s.markAfter(c)
+	}
+	return nil
+}
+
+// reopen closes the file under its old name, wherever it is now, and opens
+// the file's name again: logrotate's rename-and-create. The new file is
+// locked before the old one's lock is released (by the closer, after the
+// old file's sync and close). If the path still names the current file
+// (nothing was renamed), the file is kept. REQUIRES: s.mu held.
+func (s *rotSink) reopen() error {
+	if l, ok := s.lock.(*fileLock); ok && l.holds(s.path) {
+		return nil
+	}
+	lock, err := s.lockFile(s.path, s.perm)
+	if err != nil {
+		return fmt.Errorf("writer: reopen: %w", err)
+	}
+	cur, err := openFileSink(s.fsys, s.path, s.perm)
+	if err != nil {
+		lock.Close()
+		return fmt.Errorf("writer: reopen: %w", err)
+	}
+	old := rotated{f: s.cur.f, lock: s.lock}
+	s.cur, s.lock = cur, lock
+	s.gen++
+	s.reopens.Add(1)
+	s.closer.push(old)
+	return nil
+}
+
 // rotate renames the current file to a backup, opens a new file under the
-// file's name, and hands the old one to the closer. Flusher only (and
-// openRotSink before the flusher starts).
+// file's name, and hands the old one to the closer. REQUIRES: s.mu held,
+// or openRotSink before the flusher starts.
 func (s *rotSink) rotate() error {
 	t := s.now()
 	if !s.rot.LocalTime {
@@ -347,30 +429,70 @@ func backupTime(path, name string, local bool) (t time.Time, ok bool) {
 
 // Sync makes every byte written so far durable: it waits until the closer
 // has synced and closed every rotated file and their directory, then
-// syncs the current file.
+// syncs the current file. Flusher only.
 func (s *rotSink) Sync() error {
-	s.cmu.Lock()
-	for s.closedN < s.gen && s.closeErr == nil {
-		s.ccond.Wait()
-	}
-	err := s.closeErr
-	s.cmu.Unlock()
-	if err != nil {
+	s.mu.Lock()
+	gen, cur := s.gen, s.cur
+	s.mu.Unlock()
+	if err := s.awaitClosed(gen); err != nil {
 		return err
 	}
-	return s.cur.Sync()
+	return cur.Sync()
+}
+
+// awaitClosed waits until the closer has handled the first gen files
+// handed to it, and returns its first error.
+func (s *rotSink) awaitClosed(gen uint64) error {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	for s.closedN < gen && s.closeErr == nil {
+		s.ccond.Wait()
+	}
+	return s.closeErr
+}
+
+// requestReopen asks for a new file from the log position tail returns
+// on (the claim tail, a record boundary): the flusher's Write switches
+// files when it reaches it. The tail is read under mu, so that no Write
+// has gone past it. An earlier request still pending stands.
+func (s *rotSink) requestReopen(tail func() uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := tail(); s.reopenAt == 0 || c+1 < s.reopenAt {
+		s.reopenAt = c + 1
+	}
+}
+
+// finishReopen makes the switch requestReopen asked for if the flusher
+// has not: once every byte before the cut was written, a Write that
+// would make it may never come. It returns the number of files handed to
+// the closer.
+func (s *rotSink) finishReopen() (gen uint64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reopenAt != 0 {
+		if c := s.reopenAt - 1; s.pos != c {
+			return s.gen, fmt.Errorf("writer: reopen at %d, written to %d", c, s.pos)
+		}
+		err = s.switchAt(s.pos, true)
+	}
+	return s.gen, err
 }
 
 // closeRotated syncs, closes and unlocks a rotated file, syncs the
 // directory (the rename and the new file), and hands the backup to the
 // janitor. Closer goroutine.
 func (s *rotSink) closeRotated(r rotated) {
+	name := r.name
+	if name == "" {
+		name = r.f.Name()
+	}
 	err := r.f.Sync()
 	if err != nil {
-		err = fmt.Errorf("writer: %w", namePath("fdatasync", r.name, err))
+		err = fmt.Errorf("writer: %w", namePath("fdatasync", name, err))
 	}
 	if cerr := r.f.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("writer: close %s: %w", r.name, cerr)
+		err = fmt.Errorf("writer: close %s: %w", name, cerr)
 	}
 	if lerr := r.lock.Close(); lerr != nil && err == nil {
 		err = lerr
@@ -391,7 +513,9 @@ func (s *rotSink) closeRotated(r rotated) {
 		s.report(err)
 		return
 	}
-	s.janitor.push(r.name)
+	if r.name != "" && s.janitor != nil {
+		s.janitor.push(r.name)
+	}
 }
 
 // report counts and passes on an error met off the flusher.
@@ -615,7 +739,9 @@ func (s *rotSink) close() error {
 		err = lerr
 	}
 	s.closer.stop()
-	s.janitor.stop()
+	if s.janitor != nil {
+		s.janitor.stop()
+	}
 	return err
 }
 

@@ -58,6 +58,8 @@ type Stats struct {
 	// RotationErrors the errors met off the write path (syncing a rotated
 	// file, compressing, pruning), each also passed to OnError.
 	Rotations, RotationErrors uint64
+	// Reopens counts the files Ring.Reopen switched to.
+	Reopens uint64
 }
 
 // HistogramBuckets is the number of buckets of a Histogram.
