@@ -328,23 +328,27 @@ func (r Reservation) Pos() uint64 { return r.f.idx<<32 | r.off }
 
 // Commit publishes the record. It returns an error wrapping ErrPadded if
 // another process padded the claim over first: the record is then not in
-// the log.
+// the log. Commit each Reservation exactly once; a second Commit of a
+// committed record returns an error and changes nothing.
 func (r Reservation) Commit() error {
 	if r.f == nil {
 		return errors.New("shmlog: Commit of a zero Reservation")
 	}
 	hdr := _hdrSize + int(r.off)
 	word := recordWord(r.Bytes(), r.Pos())
-	ok := sys.Uint64At(r.f.m, hdr).CompareAndSwap(r.w, word)
-	if ok && r.f.hdr0.waiters().Load() != 0 {
+	hw := sys.Uint64At(r.f.m, hdr)
+	if !hw.CompareAndSwap(r.w, word) {
+		if hw.Load() == word {
+			return corrupt(r.f.name, int64(hdr), errors.New("shmlog: record committed twice"))
+		}
+		r.f.release()
+		return corrupt(r.f.name, int64(hdr), ErrPadded)
+	}
+	if r.f.hdr0.waiters().Load() != 0 {
 		r.f.hdr0.wake().Add(1)
 		sys.FutexWake(r.f.hdr0.b, _offWake)
 	}
-	name := r.f.name
 	r.f.release()
-	if !ok {
-		return corrupt(name, int64(hdr), ErrPadded)
-	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -236,5 +237,26 @@ func TestSync(t *testing.T) {
 	l.Close()
 	if err := l.Sync(context.Background()); err != shmlog.ErrClosed {
 		t.Fatalf("Sync after Close: %v", err)
+	}
+}
+
+func TestCommitTwice(t *testing.T) {
+	l, err := shmlog.Open(logPath(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	r, err := l.Reserve(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Commit(); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("second Commit: %v", err)
+	}
+	if err := (shmlog.Reservation{}).Commit(); err == nil {
+		t.Fatal("Commit of a zero Reservation succeeded")
 	}
 }
