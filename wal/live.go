@@ -93,8 +93,10 @@ type liveState struct {
 	// read there yet: a wrong hint sends the Reader back to the segment's
 	// start instead of failing.
 	hinted bool
-	// buf holds a frame read with ReadAt where ls is not mapped.
+	// buf holds a frame read with ReadAt where ls is not mapped, and
+	// hdr its header.
 	buf []byte
+	hdr [frame.HeaderSize]byte
 }
 
 // nextLive is Next for a Reader of an open Log.
@@ -160,8 +162,7 @@ func (r *Reader) nextLive() bool {
 // the header's length is checked against MaxRecordSize and the mapping
 // before the payload is touched.
 func (r *Reader) frameAt(off int64) (frame.Frame, int, error) {
-	var hdr [frame.HeaderSize]byte
-	h, ok := r.ls.peek(hdr[:], off)
+	h, ok := r.ls.peek(r.hdr[:], off)
 	if !ok {
 		return frame.Frame{}, 0, &frame.Damage{Offset: off, Err: frame.ErrTruncated}
 	}
@@ -227,7 +228,7 @@ func (r *Reader) Wait(ctx context.Context) error {
 	if r.done {
 		return r.Err()
 	}
-	want := r.expect + 1
+	want := max(r.expect, r.from) + 1
 	if r.vis.Load() >= want {
 		return nil
 	}
@@ -248,4 +249,15 @@ func (r *Reader) closeLive() {
 		r.l.segs.release(r.ls)
 		r.ls = nil
 	}
+}
+
+// String returns the visibility's name, e.g. "durable".
+func (v Visibility) String() string {
+	switch v {
+	case ReadWritten:
+		return "written"
+	case ReadDurable:
+		return "durable"
+	}
+	return fmt.Sprintf("Visibility(%d)", int(v))
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appendlog/appendlog/internal/engine/clock"
 	"github.com/appendlog/appendlog/internal/vfs"
 )
 
@@ -147,4 +148,293 @@ func TestLiveReaderSeek(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestReadDurableSurvivesPowerCut: every record a ReadDurable Reader saw
+// is in the log after a power cut (the crashable file system keeps only
+// synced bytes), while 8 goroutines append through rotations.
+func TestReadDurableSurvivesPowerCut(t *testing.T) {
+	for trial := range 3 {
+		t.Run(fmt.Sprint(trial), func(t *testing.T) {
+			mem := vfs.NewMem()
+			o := WithFS(Options{SegmentSize: 64 << 10, BufferSize: 128 << 10, Sync: SyncNever}, mem)
+			l := mustOpen(t, "/log", &o)
+			r, err := l.NewReader(0, &ReaderOptions{Visibility: ReadDurable})
+			noErr(t, err)
+			stop := make(chan struct{})
+			var aw sync.WaitGroup
+			for g := range 8 {
+				aw.Go(func() {
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if _, err := l.Append(testPayload(g, i, 60)); err != nil {
+							return // the power cut fails the log
+						}
+					}
+				})
+			}
+			want := 3000 + 1000*trial
+			follow(t, r, 1, want)
+			last := r.Seq()
+			noErr(t, r.Close())
+			crashed := mem.Crash(nil)
+			close(stop)
+			aw.Wait()
+			l.Close() // fails: the file system is gone
+			got := readAll(t, crashed, "/log")
+			for s := uint64(1); s <= last; s++ {
+				if _, ok := got[s]; !ok {
+					t.Fatalf("record %d was read with ReadDurable but lost by the power cut (%d survived)", s, len(got))
+				}
+			}
+		})
+	}
+}
+
+// TestReaderFinishesDeletedSegment: a Reader in a segment TruncateFront
+// deletes reads the rest of it from its mapping (or open handle), then
+// reports that the next one is gone.
+func TestReaderFinishesDeletedSegment(t *testing.T) {
+	liveFS(t, func(t *testing.T, dir string, o Options) {
+		o.SegmentSize = 64 << 10
+		o.Retention.IgnoreCursors = true
+		l := mustOpen(t, dir, &o)
+		defer l.Close()
+		for i := range 3000 {
+			_, err := l.Append(testPayload(0, i, 100))
+			noErr(t, err)
+		}
+		noErr(t, l.Sync(context.Background()))
+		r, err := l.NewReader(1, nil)
+		noErr(t, err)
+		defer r.Close()
+		if !r.Next() || r.Seq() != 1 {
+			t.Fatalf("first record %d: %v", r.Seq(), r.Err())
+		}
+		if o.fsys == nil && r.ls.m == nil {
+			t.Fatal("the segment is not mapped on the OS file system")
+		}
+		seg, _ := r.Position()
+		end := r.ls.end.Load()
+		if end == 0 {
+			t.Fatal("segment 1 is not sealed: write more")
+		}
+		noErr(t, l.TruncateFront(l.NextSeq()-1))
+		if l.FirstSeq() <= end {
+			t.Fatalf("FirstSeq %d: the segments after %s were not deleted", l.FirstSeq(), seg)
+		}
+		if _, err := o.fsys0().Stat(dir + "/" + seg); err == nil {
+			t.Fatalf("%s still exists", seg)
+		}
+		n := uint64(1)
+		for r.Next() {
+			n++
+			if r.Seq() != n {
+				t.Fatalf("seq %d, want %d", r.Seq(), n)
+			}
+			if _, i, err := parsePayload(r.Record()); err != nil || i != int(n-1) {
+				t.Fatalf("seq %d: counter %d, %v", n, i, err)
+			}
+		}
+		if n != end-1 {
+			t.Fatalf("read up to %d, want the deleted segment's last record %d", n, end-1)
+		}
+		var te *TruncatedError
+		if !errors.As(r.Err(), &te) || te.Seq != end || te.First != l.FirstSeq() {
+			t.Fatalf("after the deleted segment: %v, want a TruncatedError for %d naming %d", r.Err(), end, l.FirstSeq())
+		}
+	})
+}
+
+// fsys0 returns the options' file system, the OS one when unset.
+func (o Options) fsys0() vfs.FS {
+	if o.fsys == nil {
+		return vfs.OS()
+	}
+	return o.fsys
+}
+
+// TestWaitingReaderWakesFlusher: with a clock that never moves, no flush
+// timer fires, so a record appended after a Reader began to wait reaches
+// it only because the waiting Reader makes the flusher write at once.
+func TestWaitingReaderWakesFlusher(t *testing.T) {
+	for _, vis := range []Visibility{ReadWritten, ReadDurable} {
+		t.Run(fmt.Sprint(vis), func(t *testing.T) {
+			fake := clock.NewFake(time.Unix(1000, 0))
+			l := mustOpen(t, t.TempDir(), &Options{clock: fake, FlushInterval: time.Hour, BatchAge: time.Hour})
+			defer l.Close()
+			r, err := l.NewReader(0, &ReaderOptions{Visibility: vis})
+			noErr(t, err)
+			defer r.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for i := range 50 {
+				waiting := make(chan error, 1)
+				go func() { waiting <- r.Wait(ctx) }()
+				if _, err := l.Append(testPayload(0, i, 50)); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-waiting; err != nil {
+					t.Fatalf("record %d: Wait: %v", i+1, err)
+				}
+				if !r.Next() || r.Seq() != uint64(i+1) {
+					t.Fatalf("record %d: Next gave %d (%v)", i+1, r.Seq(), r.Err())
+				}
+			}
+		})
+	}
+}
+
+// TestReaderMisuse: every wrong use is refused with an error that says
+// why, and nothing panics.
+func TestReaderMisuse(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, nil)
+	appendRecs(t, l, 10)
+	if _, err := l.NewReader(12, nil); !errors.Is(err, ErrNotAppended) {
+		t.Errorf("reader past the end: %v, want ErrNotAppended", err)
+	}
+	if _, err := l.NewReader(1, &ReaderOptions{Visibility: 7}); err == nil {
+		t.Error("unknown visibility accepted")
+	}
+	r, err := l.NewReader(11, nil) // at the end: waits for the next
+	noErr(t, err)
+	if r.Next() || r.Err() != nil {
+		t.Errorf("reader at the end: Next true or Err %v", r.Err())
+	}
+	//lint:ignore SA1012 the nil context is the misuse under test
+	if err := r.Wait(nil); !errors.Is(err, ErrNilContext) {
+		t.Errorf("Wait(nil): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	if err := r.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait with nothing appended: %v, want the context's error", err)
+	}
+	cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Wait(context.Background()) }()
+	noErr(t, l.Close())
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Errorf("Wait across Close: %v, want ErrClosed", err)
+	}
+	noErr(t, r.Close())
+	noErr(t, r.Close())
+	if _, err := l.NewReader(1, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("NewReader after Close: %v, want ErrClosed", err)
+	}
+	if err := l.TruncateFront(5); !errors.Is(err, ErrClosed) {
+		t.Errorf("TruncateFront after Close: %v, want ErrClosed", err)
+	}
+	or, err := OpenReader(dir, 1, nil)
+	noErr(t, err)
+	defer or.Close()
+	if err := or.Wait(context.Background()); err == nil {
+		t.Error("Wait on a Reader of a stopped log returned nil")
+	}
+}
+
+// TestLiveNextAllocs pins the zero-allocation read path.
+func TestLiveNextAllocs(t *testing.T) {
+	liveFS(t, func(t *testing.T, dir string, o Options) {
+		l := mustOpen(t, dir, &o)
+		defer l.Close()
+		appendRecs(t, l, 2000)
+		noErr(t, l.Flush(context.Background()))
+		r, err := l.NewReader(0, nil)
+		noErr(t, err)
+		defer r.Close()
+		r.Next() // the ReadAt fallback sizes its buffer once
+		if a := testing.AllocsPerRun(1000, func() {
+			if !r.Next() {
+				t.Fatal(r.Err())
+			}
+		}); a != 0 {
+			t.Fatalf("%v allocations per Next", a)
+		}
+	})
+}
+
+// TestRetentionInBackground: MaxBytes keeps the log near its bound as
+// segments seal; MaxAge deletes segments sealed longer ago than it (on the
+// log's clock); a Cursor holds retention back unless IgnoreCursors.
+func TestRetentionInBackground(t *testing.T) {
+	segFiles := func(t *testing.T, fsys vfs.FS, dir string) int {
+		segs, _, _, err := listSegments(fsys, dir)
+		noErr(t, err)
+		return len(segs)
+	}
+	t.Run("MaxBytes", func(t *testing.T) {
+		dir := t.TempDir()
+		o := &Options{SegmentSize: 64 << 10, Retention: Retention{MaxBytes: 4 * 64 << 10}}
+		l := mustOpen(t, dir, o)
+		appendRecs(t, l, 20000)
+		noErr(t, l.Close())
+		if n := segFiles(t, vfs.OS(), dir); n > 5 || n < 2 {
+			t.Fatalf("%d segments left, want at most 5 (MaxBytes is 4 segments)", n)
+		}
+		l = mustOpen(t, dir, o)
+		if l.FirstSeq() <= 1 {
+			t.Fatalf("FirstSeq %d: nothing deleted", l.FirstSeq())
+		}
+		if l.Stats().SegmentsDeleted != 0 {
+			t.Fatal("deleted counter survived reopening")
+		}
+		noErr(t, l.Close())
+		readAll(t, vfs.OS(), dir)
+	})
+	t.Run("MaxAge", func(t *testing.T) {
+		fake := clock.NewFake(time.Unix(1000, 0))
+		dir := t.TempDir()
+		o := &Options{SegmentSize: 64 << 10, clock: fake, Retention: Retention{MaxAge: time.Hour}}
+		l := mustOpen(t, dir, o)
+		defer func() { l.Close() }()
+		appendRecs(t, l, 3000)
+		noErr(t, l.Sync(context.Background()))
+		before := segFiles(t, vfs.OS(), dir)
+		if before < 3 || l.FirstSeq() != 1 {
+			t.Fatalf("%d segments, FirstSeq %d before the hour passed", before, l.FirstSeq())
+		}
+		fake.Advance(2 * time.Hour)
+		// The next seal applies retention.
+		created := l.Stats().SegmentsCreated
+		for i := 0; l.Stats().SegmentsCreated == created; i++ {
+			_, err := l.Append(testPayload(1, i, 100))
+			noErr(t, err)
+			noErr(t, l.Flush(context.Background()))
+		}
+		noErr(t, l.Close()) // joins the sealer, and so retention
+		l = mustOpen(t, dir, o)
+		if l.FirstSeq() == 1 || segFiles(t, vfs.OS(), dir) >= before {
+			t.Fatalf("FirstSeq %d, %d segments: MaxAge deleted nothing", l.FirstSeq(), segFiles(t, vfs.OS(), dir))
+		}
+	})
+	t.Run("cursor", func(t *testing.T) {
+		for _, ignore := range []bool{false, true} {
+			dir := t.TempDir()
+			l := mustOpen(t, dir, &Options{SegmentSize: 64 << 10, Retention: Retention{IgnoreCursors: ignore}})
+			c, err := l.Cursor("slow")
+			noErr(t, err)
+			appendRecs(t, l, 3000)
+			noErr(t, l.Sync(context.Background()))
+			noErr(t, l.TruncateFront(l.NextSeq()))
+			if kept := l.FirstSeq() == 1; kept == ignore {
+				t.Errorf("IgnoreCursors %v: FirstSeq %d", ignore, l.FirstSeq())
+			}
+			noErr(t, c.Close())
+			noErr(t, l.Close())
+		}
+	})
+}
+
+// appendRecs appends n records made by testPayload (writer 0).
+func appendRecs(t testing.TB, l *Log, n int) {
+	t.Helper()
+	for i := range n {
+		_, err := l.Append(testPayload(0, i, 64))
+		noErr(t, err)
+	}
 }

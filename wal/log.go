@@ -333,17 +333,18 @@ func (l *Log) Stats() Stats {
 // ErrClosed.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
-		l.ret.Lock()
-		l.ret.closed = true
-		l.ret.Unlock()
 		l.cursors.stop()
 		err := l.eng.Close()
 		if err != nil {
 			err = fmt.Errorf("wal: close: %w", err)
 		}
+		// closeFile joins the sealer, and with it retention's last run.
 		if cerr := l.w.closeFile(err == nil); err == nil {
 			err = cerr
 		}
+		l.ret.Lock()
+		l.ret.closed = true
+		l.ret.Unlock()
 		l.segs.close()
 		if cerr := l.cursors.close(l.DurableSeq()); err == nil {
 			err = cerr
