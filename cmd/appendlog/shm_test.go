@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -78,4 +79,20 @@ func TestShmLoadUsage(t *testing.T) {
 			t.Errorf("%s", r)
 		}
 	}
+}
+
+func TestShmVerify(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "shm")
+	cli(t, "shm", "load", "--file", file, "--processes", "2", "--records", "500", "--size", "64", "--baseline=false")
+	expect(t, cli(t, "shm", "verify", file), 0, "1000 records in 1 files")
+	// A flipped byte in a record is damage, named by file and offset.
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte{0xff}, 4096+80+30)
+	f.Close()
+	expect(t, cli(t, "shm", "verify", file), 1, "checksum mismatch", file, "offset 4176")
+	expect(t, cli(t, "shm", "verify", filepath.Join(t.TempDir(), "missing")), 1, "no such file")
+	expect(t, runInProcess("shm", "verify"), exitUsage)
 }
