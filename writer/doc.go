@@ -74,6 +74,50 @@
 // Each file holds whole records, in order: reading the backups oldest
 // first (their names sort by age) and then the file gives the log.
 //
+// # logrotate
+//
+// A Ring from OpenFile (without Direct) works with logrotate's default
+// create mode: logrotate renames the file, and a postrotate script tells
+// the process, which calls Ring.Reopen (records written before go to the
+// renamed file, whole; records written after go to the new file):
+//
+//	/var/log/app.log {
+//	    daily
+//	    rotate 7
+//	    compress
+//	    delaycompress
+//	    postrotate
+//	        kill -HUP $(cat /run/app.pid)
+//	    endscript
+//	}
+//
+// and in the program:
+//
+//	hup := make(chan os.Signal, 1)
+//	signal.Notify(hup, syscall.SIGHUP)
+//	go func() {
+//	    for range hup {
+//	        if err := ring.Reopen(); err != nil {
+//	            log.Print(err) // the Ring's sticky error, or a misuse
+//	        }
+//	    }
+//	}()
+//
+// (stop the goroutine with signal.Stop and a close before ring.Close.)
+// delaycompress leaves the renamed file alone until the next rotation,
+// by which time Reopen has long closed it.
+//
+// copytruncate is refused: a Ring writes at the offsets it tracks, so a
+// file truncated under it would get a hole of zero bytes the size of
+// everything written before. Before each write the Ring reads the file's
+// size; if the file is shorter than what the Ring wrote, the write is
+// refused and the Ring fails with an error wrapping ErrTruncated that
+// names the file (every later call returns it). A truncation that lands
+// between that check and the write it precedes is not caught. Records
+// written between logrotate's copy and its truncation are lost by
+// copytruncate with any writer. Use create mode and Reopen, or the
+// built-in rotation (Rotate), which needs no external tool.
+//
 // # Durability contract
 //
 //	| call returns           | guarantee                                                       |

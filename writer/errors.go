@@ -30,6 +30,12 @@ var (
 	// The call does nothing else: the writer is not failed, and a
 	// CloseContext so called does not close it.
 	ErrNilContext = errors.New("writer: nil context")
+	// ErrTruncated is wrapped by the sticky error of a Ring from OpenFile
+	// whose file another program truncated (logrotate's copytruncate):
+	// writing on at the Ring's offset would leave a hole of zero bytes, so
+	// the Ring refuses. The message names the file. Use rename and
+	// Ring.Reopen instead (see the package doc).
+	ErrTruncated = errors.New("writer: file truncated by another program")
 )
 
 // errNilContext is the error of a method called with a nil context.

@@ -15,6 +15,12 @@ import (
 // offset it tracks, starting at the file's size when opened. Its methods
 // run on the flusher goroutine. Every error is sticky: a failed write or
 // fdatasync may have lost data the page cache held.
+//
+// Before each write it reads the file's size (fstat): a file shorter than
+// what the sink wrote was truncated by another program (logrotate's
+// copytruncate), and writing at the sink's offset would leave a hole of
+// zero bytes; the sink refuses instead, with an error wrapping
+// ErrTruncated.
 type fileSink struct {
 	f   vfs.File
 	off int64     // file offset of the next byte. Flusher only.
@@ -39,7 +45,13 @@ func openFileSink(fsys vfs.FS, path string, perm os.FileMode) (*fileSink, error)
 }
 
 func (s *fileSink) Write(pos uint64, a, b []byte) error {
-	var err error
+	size, err := s.f.Size()
+	if err != nil {
+		return fmt.Errorf("writer: %w", namePath("stat", s.f.Name(), err))
+	}
+	if size < s.off {
+		return &truncatedError{path: s.f.Name(), size: size, off: s.off}
+	}
 	if len(b) == 0 {
 		_, err = s.f.WriteAt(a, s.off)
 	} else {
@@ -78,3 +90,17 @@ func namePath(op, name string, err error) error {
 	}
 	return &fs.PathError{Op: op, Path: name, Err: err}
 }
+
+// truncatedError is the refusal to write to a file that another program
+// truncated under the Ring.
+type truncatedError struct {
+	path      string
+	size, off int64
+}
+
+func (e *truncatedError) Error() string {
+	return fmt.Sprintf("writer: %s was truncated to %d bytes by another program after the Ring wrote %d "+
+		"(logrotate copytruncate?): rename the file and call Ring.Reopen instead", e.path, e.size, e.off)
+}
+
+func (e *truncatedError) Unwrap() error { return ErrTruncated }

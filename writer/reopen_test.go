@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -179,5 +180,54 @@ func TestReopenIdle(t *testing.T) {
 	}
 	if old, cur := string(readFile(t, path+".1")), string(readFile(t, path)); old != "before\n" || cur != "after\n" {
 		t.Errorf("renamed file %q, new file %q", old, cur)
+	}
+}
+
+// TestCopytruncateRefused does what logrotate's copytruncate does (copy
+// the file, then truncate it to 0) under a Ring between two flushes: the
+// Ring's next write is refused with an error wrapping ErrTruncated that
+// names the file, every later call returns it, and the file holds no hole
+// (no byte at all was written after the truncation). The copy holds every
+// record written before it.
+func TestCopytruncateRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.log")
+	r, err := OpenFile(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf []byte
+	for c := range 100 {
+		buf, _ = payload.Append(buf[:0], 0, uint64(c), 80)
+		mustWrite(t, r, buf)
+	}
+	if err := r.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	before := readFile(t, path)
+	if err := os.WriteFile(path+".1", before, 0o644); err != nil { // copy
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, 0); err != nil { // truncate
+		t.Fatal(err)
+	}
+	buf, _ = payload.Append(buf[:0], 0, 100, 80)
+	mustWrite(t, r, buf)
+	err = r.Flush(t.Context())
+	if !errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Flush after copytruncate = %v, want ErrTruncated naming %s", err, path)
+	}
+	if _, err := r.Write(buf); !errors.Is(err, ErrTruncated) {
+		t.Errorf("Write after the refusal = %v, want ErrTruncated", err)
+	}
+	if cerr := r.Close(); !errors.Is(cerr, ErrTruncated) {
+		t.Errorf("Close = %v, want ErrTruncated", cerr)
+	}
+	if b := readFile(t, path); len(b) != 0 {
+		t.Errorf("the truncated file holds %d bytes, %q...", len(b), b[:min(len(b), 20)])
+	}
+	k, _ := payload.NewChecker(payload.Options{Expect: []uint64{100}})
+	k.Write(readFile(t, path+".1"))
+	if res := k.Finish(); !res.OK() {
+		t.Error(res.Err())
 	}
 }
