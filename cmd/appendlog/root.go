@@ -86,6 +86,7 @@ segment files (%020d.seg) holding checksummed, sequence-numbered records.
 
 Exit status: 0 on success, 1 on failure or when damage is found, 2 on usage
 errors.`,
+		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
