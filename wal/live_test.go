@@ -438,3 +438,38 @@ func appendRecs(t testing.TB, l *Log, n int) {
 		noErr(t, err)
 	}
 }
+
+// TestSeekDistrustsIndex: a sparse index entry that points at the wrong
+// frame, or at no frame, costs a scan from the segment's start, never a
+// wrong record or a false corruption report.
+func TestSeekDistrustsIndex(t *testing.T) {
+	liveFS(t, func(t *testing.T, dir string, o Options) {
+		l := mustOpen(t, dir, &o)
+		defer l.Close()
+		appendRecs(t, l, 5000)
+		noErr(t, l.Flush(context.Background()))
+		ls := l.segs.mu.segs[0]
+		x := &ls.idx
+		x.mu.Lock()
+		if len(x.offs) < 10 {
+			x.mu.Unlock()
+			t.Fatalf("%d index entries: the writer does not index", len(x.offs))
+		}
+		x.offs[5] += 16            // points into a frame's payload
+		x.seqs[7]--                // names the wrong record
+		x.offs[9] = int64(1) << 40 // past the mapping
+		probe := []uint64{x.seqs[5], x.seqs[5] + 1, x.seqs[7] + 1, x.seqs[9], x.seqs[9] + 3}
+		x.mu.Unlock()
+		for _, from := range probe {
+			r, err := l.NewReader(from, nil)
+			noErr(t, err)
+			if !r.Next() || r.Seq() != from {
+				t.Fatalf("from %d: got %d, %v", from, r.Seq(), r.Err())
+			}
+			if _, i, err := parsePayload(r.Record()); err != nil || i != int(from-1) {
+				t.Fatalf("from %d: counter %d, %v", from, i, err)
+			}
+			noErr(t, r.Close())
+		}
+	})
+}

@@ -138,6 +138,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	l.retentionFloor = l.cursorFloor
 	w.written.Store(rec.NextSeq)
 	w.table, w.onSeal, w.now = l.segs, l.applyRetention, l.now
+	w.live, w.indexed = l.segs.mu.segs[len(l.segs.mu.segs)-1], w.startOff
 	w.seals = make(chan *sealJob, 1)
 	w.sealed = make(chan struct{})
 	// No spare segment yet: the first rotation creates one, and the sealer

@@ -68,6 +68,11 @@ type segWriter struct {
 	// records' bytes were written (and, at a rotation, after the table
 	// lists the new segment).
 	written atomic.Uint64
+	// live is the active segment's entry in table (nil without one), and
+	// indexed the offset of the last frame noted in its index. Flusher
+	// only.
+	live    *liveSeg
+	indexed int64
 	// table lists the segments for Readers of the open Log; rotate adds
 	// each new one. nil for a segWriter not behind a Log.
 	table *segTable
@@ -142,6 +147,12 @@ func (w *segWriter) walk(p []byte, pos uint64) (n int, rotate bool, err error) {
 		}
 		at = w.frameEnd
 		w.inFrame = false
+		if w.live != nil {
+			if off := w.fileOff(w.frameStart); off-w.indexed >= _indexEvery {
+				w.live.note(w.frameSeq, off)
+				w.indexed = off
+			}
+		}
 		w.frameStart = w.frameEnd
 		w.nextSeq = w.frameSeq + 1
 		w.count++
@@ -217,7 +228,9 @@ func (w *segWriter) rotate(pos uint64) error {
 		if w.now != nil {
 			at = w.now()
 		}
-		w.table.rotated(w.nextSeq, dataEnd+frame.FooterSize, at, &liveSeg{firstSeq: w.nextSeq, name: segmentName(w.nextSeq), refs: 1, f: rf})
+		ls := &liveSeg{firstSeq: w.nextSeq, name: segmentName(w.nextSeq), refs: 1, f: rf}
+		w.table.rotated(w.nextSeq, dataEnd+frame.FooterSize, at, ls)
+		w.live, w.indexed = ls, headerPage
 	}
 	job := &sealJob{old: w.f, oldName: w.name, next: next, nextName: segmentName(w.nextSeq), nextSeq: w.nextSeq, done: make(chan struct{})}
 	w.pending = job

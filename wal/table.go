@@ -232,6 +232,25 @@ type segIndex struct {
 	stuck   bool // the walk met a header it cannot follow
 }
 
+// note records, for the flusher, that the frame of record seq starts at
+// off: it becomes an index entry, and the walk resumes there, if it lies
+// past the walk. The segWriter calls it every _indexEvery bytes, so
+// positioning in a segment this Log wrote walks at most that far.
+func (s *liveSeg) note(seq uint64, off int64) {
+	x := &s.idx
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.started {
+		x.started, x.off, x.seq = true, headerPage, s.firstSeq
+		x.seqs, x.offs = append(x.seqs, s.firstSeq), append(x.offs, headerPage)
+	}
+	if x.stuck || seq <= x.seq || off <= x.off {
+		return
+	}
+	x.seqs, x.offs = append(x.seqs, seq), append(x.offs, off)
+	x.off, x.seq = off, seq
+}
+
 // seek returns the offset and sequence number of an indexed frame at or
 // before the first record >= target, walking the headers of records
 // below limit (the visible ones) as far as needed. REQUIRES: a reference
