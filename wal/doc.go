@@ -88,10 +88,79 @@
 // every intact record: it cuts only the bytes that do not decode, keeps
 // them in side files, and records the records lost there as gaps.
 //
+// # Reading
+//
+// Log.NewReader follows an open log; OpenReader reads a log nobody has
+// open (dump, verify), or one another process writes, up to what it finds.
+// Both return a *Reader: Next advances (false at the end of what is
+// visible, at a recorded gap, or on error; see Err), Seq and Record give
+// the record. A Reader of an open Log goes on after Next returned false:
+//
+//	r, err := l.NewReader(from, nil)
+//	for {
+//		for r.Next() {
+//			use(r.Seq(), r.Record())
+//		}
+//		if err := r.Err(); err != nil && !wal.IsGap(err) {
+//			return err
+//		}
+//		if err := r.Wait(ctx); err != nil { // ctx done, or ErrClosed
+//			return err
+//		}
+//	}
+//
+// Visibility. By default (ReadWritten) a record is visible once the
+// flusher handed it to the OS: a crash of this process cannot take it
+// back, but a power cut or OS crash can take back every record not yet
+// synced (those above DurableSeq). With ReaderOptions{Visibility:
+// ReadDurable} a Reader sees only records that survived fdatasync. A
+// Reader waiting in Wait makes the flusher write at once (and, for
+// ReadDurable, sync at once), as WaitDurable does: a record appended to
+// an idle log reaches a waiting Reader without waiting for FlushInterval
+// (BenchmarkReadLatency).
+//
+// Zero copy. A Reader of an open Log maps each segment read-only and
+// Record returns a slice of the mapping: it is valid until the next call
+// to Next or Close, and must not be written to. Every record's CRC is
+// checked before it is returned. Where a file cannot be mapped the Reader
+// reads with ReadAt into a buffer of its own (same lifetime rule). A
+// Reader holds one segment (its file handle and mapping) at a time and
+// releases it when it moves on and on Close.
+//
+// Positioning. NewReader finds the segment of from by its name and the
+// frame through a sparse in-memory index of the segment (a frame offset
+// every 4 KiB, noted by the flusher as it writes; for a segment found at
+// Open, built by walking its frame headers the first time a Reader
+// positions in it). The index is a hint: the Reader checks the frame it
+// points at and scans from the segment's start when it is wrong.
+//
+// No SIGBUS. A mapped file is never truncated below the bytes a Reader
+// touches: a Reader touches only whole records the flusher already wrote.
+// Sealing truncates a segment just past its footer, which no Reader
+// reads; Close truncates the active segment to its last record; recovery
+// cuts a torn tail at Open, before any Reader of that Log exists; Repair
+// needs the log's lock (no Log open, so no mapping in any process: a
+// Reader from OpenReader reads with ReadAt, not a mapping) and rebuilds a
+// segment under a temporary name and renames it. Retention deletes whole
+// files only; a Reader inside one finishes it from its mapping.
+//
+// # Retention
+//
+// TruncateFront(seq) deletes every segment that holds only records below
+// seq (never the active one) and fsyncs the directory; Options.Retention
+// bounds the log by bytes and age, applied by the sealer goroutine after
+// each seal. Neither blocks appends, and unless Retention.IgnoreCursors
+// neither deletes records at or above a Cursor's checkpointed position.
+// FirstSeq is the first record left; NewReader below it, or a Reader that
+// falls behind into deleted segments, gets a *TruncatedError
+// (ErrTruncated) naming it.
+//
 // # Concurrency
 //
-// Append, AppendBatch, Flush, Sync, WaitDurable, Stats, NextSeq and
-// DurableSeq are safe for concurrent use. Close may be called concurrently
-// with them: every call either completes before Close's final sync or
-// returns ErrClosed. A Reader is for one goroutine.
+// Append, AppendBatch, Flush, Sync, WaitDurable, Stats, NextSeq,
+// DurableSeq, FirstSeq, NewReader and TruncateFront are safe for
+// concurrent use. Close may be called concurrently with them: every call
+// either completes before Close's final sync or returns ErrClosed. A
+// Reader is for one goroutine; many Readers may follow one Log, each at
+// its own position.
 package wal

@@ -12,9 +12,12 @@ import (
 	"github.com/appendlog/appendlog/internal/vfs"
 )
 
-// Reader reads a log's records in sequence order. It takes no lock and
-// never writes: it is meant for a closed log (dump, verify, tests) or a log
-// whose writer has stopped. A Reader is not safe for concurrent use.
+// Reader reads a log's records in sequence order. A Reader from
+// Log.NewReader follows an open log (see NewReader and the package
+// documentation's Reading section). A Reader from OpenReader takes no lock
+// and never writes: it is meant for a closed log (dump, verify, tests) or
+// a log whose writer has stopped, and reads with ReadAt, never a mapping.
+// A Reader is not safe for concurrent use.
 //
 // It checks as it goes: every frame's checksum, consecutive sequence numbers
 // across segments, and each sealed segment's footer. Damage in the unsealed
@@ -361,7 +364,8 @@ func (r *Reader) finish(err error) {
 func (r *Reader) Seq() uint64 { return r.seq }
 
 // Record returns the current record's payload, valid until the next call to
-// Next.
+// Next or Close. For a Reader from NewReader it is usually a slice of a
+// read-only mapping of the segment: do not write to it.
 func (r *Reader) Record() []byte { return r.rec }
 
 // Position returns the segment and byte offset of the current record.
