@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"sync/atomic"
 
@@ -117,6 +118,12 @@ func (r *Reader) nextLive() bool {
 			}
 			continue
 		}
+		if r.fastRecord() {
+			if r.seq < r.from {
+				continue
+			}
+			return true
+		}
 		fr, n, err := r.frameAt(r.off)
 		if err == nil && fr.Seq != r.expect {
 			err = &misplacedFrame{Offset: r.off, Err: fmt.Errorf("%v frame has seq %d, want %d", fr.Kind, fr.Seq, r.expect)}
@@ -155,6 +162,37 @@ func (r *Reader) nextLive() bool {
 		r.seq, r.rec, r.offset = fr.Seq, fr.Payload, off
 		return true
 	}
+}
+
+// _castagnoli is the CRC-32C table (hardware accelerated). Never written.
+var _castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// fastRecord reads the next record straight from the mapping when it is
+// an intact record frame with the expected sequence number: one CRC over
+// the contiguous header fields and payload, as frame.Decode computes it.
+// Anything else (no mapping, a gap, damage) it leaves to the general path
+// in nextLive, which decodes and reports.
+func (r *Reader) fastRecord() bool {
+	m, off := r.ls.m, r.off
+	if m == nil || off+frame.HeaderSize > int64(len(m)) {
+		return false
+	}
+	b := m[off:]
+	word := binary.LittleEndian.Uint32(b[4:8])
+	n := int64(frame.HeaderSize) + int64(word&frame.MaxPayload)
+	if frame.Kind(word>>30) != frame.KindRecord || n-frame.HeaderSize > int64(r.maxRec) || n > int64(len(b)) ||
+		binary.LittleEndian.Uint64(b[8:16]) != r.expect {
+		return false
+	}
+	b = b[:n:n]
+	if frame.Mask(crc32.Update(0, _castagnoli, b[4:])) != binary.LittleEndian.Uint32(b[0:4]) {
+		return false
+	}
+	r.seq, r.rec, r.offset = r.expect, b[frame.HeaderSize:], off
+	r.off += n
+	r.expect++
+	r.hinted = false
+	return true
 }
 
 // frameAt decodes the frame at off of the current segment: in place in
