@@ -68,11 +68,13 @@ const HistogramBuckets = 40
 // Histogram counts durations in power-of-two buckets: Buckets[0] counts
 // durations of at most 0 ns and Buckets[i], for i >= 1, those of
 // [2^(i-1), 2^i) ns. The last bucket also holds every longer duration
-// (2^38 ns is about 4.6 minutes). The zero value is an empty histogram;
-// it is not safe for concurrent use (writers keep an atomic one and return
-// copies).
+// (2^38 ns is about 4.6 minutes). Sum is the total of the durations
+// recorded (Prometheus histograms carry it). The zero value is an empty
+// histogram; it is not safe for concurrent use (writers keep an atomic one
+// and return copies).
 type Histogram struct {
 	Buckets [HistogramBuckets]uint64
+	Sum     time.Duration
 }
 
 func bucketOf(d time.Duration) int {
@@ -83,13 +85,17 @@ func bucketOf(d time.Duration) int {
 }
 
 // Record adds d to the histogram.
-func (h *Histogram) Record(d time.Duration) { h.Buckets[bucketOf(d)]++ }
+func (h *Histogram) Record(d time.Duration) {
+	h.Buckets[bucketOf(d)]++
+	h.Sum += max(d, 0)
+}
 
 // Merge adds the counts of o to h.
 func (h *Histogram) Merge(o *Histogram) {
 	for i, n := range o.Buckets {
 		h.Buckets[i] += n
 	}
+	h.Sum += o.Sum
 }
 
 // Count returns the number of durations recorded.
@@ -129,15 +135,22 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 // atomicHistogram is a Histogram that one goroutine records into while
 // others take snapshots.
 type atomicHistogram struct {
-	b [HistogramBuckets]atomic.Uint64
+	b   [HistogramBuckets]atomic.Uint64
+	sum atomic.Int64 // nanoseconds
 }
 
-func (h *atomicHistogram) record(d time.Duration) { h.b[bucketOf(d)].Add(1) }
+func (h *atomicHistogram) record(d time.Duration) {
+	h.b[bucketOf(d)].Add(1)
+	h.sum.Add(int64(max(d, 0)))
+}
 
+// snapshot returns the histogram. Taken while durations are recorded, Sum
+// may include a duration the buckets do not yet count, or the reverse.
 func (h *atomicHistogram) snapshot() Histogram {
 	var s Histogram
 	for i := range h.b {
 		s.Buckets[i] = h.b[i].Load()
 	}
+	s.Sum = time.Duration(h.sum.Load())
 	return s
 }

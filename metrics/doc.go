@@ -1,0 +1,28 @@
+// Package metrics exports the Stats of appendlog's parts as Prometheus
+// metrics: a prometheus.Collector per part, which reads the part's Stats
+// when scraped. Nothing is counted twice: the parts count on their own
+// paths (atomics they keep anyway), and a scrape takes one Stats snapshot.
+//
+//	ring, _ := writer.OpenFile("/var/log/app.log", nil)
+//	prometheus.MustRegister(metrics.NewRingCollector(ring, prometheus.Labels{"log": "app"}))
+//	http.Handle("/metrics", promhttp.Handler())
+//
+// # Writer metrics (NewRingCollector)
+//
+// Every writer of package writer has Stats; the names are
+// appendlog_writer_*: records_total, bytes_total (accepted Write calls),
+// written_records_total, written_bytes_total, dropped_records_total,
+// dropped_bytes_total, markers_total, queued_bytes (gauge), flushes_total,
+// flush_duration_seconds (histogram, with its sum; the bucket bounds are
+// powers of two nanoseconds), syncs_total, blocked_waits_total,
+// blocked_seconds_total, retries_total, rotations_total,
+// rotation_errors_total, reopens_total, and failed (gauge: 1 once the
+// writer has a sticky error, for writers with an Err method).
+//
+// # Write-ahead log metrics (NewLogCollector)
+//
+// appendlog_wal_*: appended_bytes_total, written_bytes_total (frames
+// included), writes_total, syncs_total (fdatasync), next_seq and
+// durable_seq (gauges: the next sequence number, the highest durable one),
+// segments_created_total, segments_deleted_total.
+package metrics

@@ -1,0 +1,230 @@
+package metrics
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/appendlog/appendlog/wal"
+	"github.com/appendlog/appendlog/writer"
+)
+
+// scrape serves reg through promhttp, GETs it as a scraper would, and
+// parses the text exposition.
+func scrape(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
+	t.Helper()
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET /metrics: %s: %s", resp.Status, b)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fams
+}
+
+// value returns the one sample of the family name, checking its type and
+// its label.
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, typ dto.MetricType, label string) float64 {
+	t.Helper()
+	f, ok := fams[name]
+	if !ok {
+		t.Fatalf("no metric %s", name)
+	}
+	if f.GetType() != typ {
+		t.Fatalf("%s is a %v, want %v", name, f.GetType(), typ)
+	}
+	if len(f.Metric) != 1 {
+		t.Fatalf("%s has %d samples", name, len(f.Metric))
+	}
+	m := f.Metric[0]
+	if len(m.Label) != 1 || m.Label[0].GetName() != "log" || m.Label[0].GetValue() != label {
+		t.Fatalf("%s labels %v", name, m.Label)
+	}
+	switch typ {
+	case dto.MetricType_COUNTER:
+		return m.Counter.GetValue()
+	case dto.MetricType_GAUGE:
+		return m.Gauge.GetValue()
+	}
+	t.Fatalf("value of a %v", typ)
+	return 0
+}
+
+// TestRingCollector writes through a Ring with drops and rotation, then
+// scrapes a registry holding its collector and checks every metric's name,
+// type and value against the Ring's Stats.
+func TestRingCollector(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.log")
+	r, err := writer.OpenFile(path, &writer.RingOptions{Rotate: &writer.Rotate{MaxBytes: writer.MinRotateBytes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2000 {
+		fmt.Fprintf(r, "record %d of the metrics test\n", i)
+	}
+	if err := r.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewRingCollector(r, prometheus.Labels{"log": "app"}))
+	fams := scrape(t, reg)
+	s := r.Stats()
+	if s.Rotations == 0 || s.Flushes == 0 || s.Syncs == 0 {
+		t.Fatalf("the test wrote too little: %+v", s)
+	}
+	C, G := dto.MetricType_COUNTER, dto.MetricType_GAUGE
+	for _, m := range []struct {
+		name string
+		typ  dto.MetricType
+		want float64
+	}{
+		{"appendlog_writer_records_total", C, float64(s.Records)},
+		{"appendlog_writer_bytes_total", C, float64(s.Bytes)},
+		{"appendlog_writer_written_records_total", C, float64(s.WrittenRecords)},
+		{"appendlog_writer_written_bytes_total", C, float64(s.WrittenBytes)},
+		{"appendlog_writer_dropped_records_total", C, float64(s.DroppedRecords)},
+		{"appendlog_writer_dropped_bytes_total", C, float64(s.DroppedBytes)},
+		{"appendlog_writer_markers_total", C, float64(s.Markers)},
+		{"appendlog_writer_queued_bytes", G, float64(s.QueuedBytes)},
+		{"appendlog_writer_flushes_total", C, float64(s.Flushes)},
+		{"appendlog_writer_syncs_total", C, float64(s.Syncs)},
+		{"appendlog_writer_blocked_waits_total", C, float64(s.BlockedWaits)},
+		{"appendlog_writer_blocked_seconds_total", C, s.Blocked.Seconds()},
+		{"appendlog_writer_retries_total", C, float64(s.Retries)},
+		{"appendlog_writer_rotations_total", C, float64(s.Rotations)},
+		{"appendlog_writer_rotation_errors_total", C, float64(s.RotationErrors)},
+		{"appendlog_writer_reopens_total", C, float64(s.Reopens)},
+		{"appendlog_writer_failed", G, 0},
+	} {
+		if got := value(t, fams, m.name, m.typ, "app"); got != m.want {
+			t.Errorf("%s = %v, want %v", m.name, got, m.want)
+		}
+	}
+	if value(t, fams, "appendlog_writer_records_total", C, "app") != 2000 {
+		t.Error("records_total is not the 2000 records written")
+	}
+	f := fams["appendlog_writer_flush_duration_seconds"]
+	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+		t.Fatalf("flush_duration_seconds: %v", f)
+	}
+	h := f.Metric[0].Histogram
+	if h.GetSampleCount() != s.FlushLatency.Count() || h.GetSampleSum() != s.FlushLatency.Sum.Seconds() || h.GetSampleSum() <= 0 {
+		t.Errorf("histogram count %d sum %v, Stats %d and %v", h.GetSampleCount(), h.GetSampleSum(), s.FlushLatency.Count(), s.FlushLatency.Sum)
+	}
+	// Cumulative buckets at powers of two nanoseconds.
+	var cum uint64
+	for i, b := range h.Bucket {
+		if i == len(h.Bucket)-1 && math.IsInf(b.GetUpperBound(), 1) {
+			if b.GetCumulativeCount() != s.FlushLatency.Count() {
+				t.Errorf("+Inf bucket %d, want %d", b.GetCumulativeCount(), s.FlushLatency.Count())
+			}
+			break
+		}
+		cum += s.FlushLatency.Buckets[i]
+		bound := 0.0
+		if i > 0 {
+			bound = (time.Duration(1) << i).Seconds()
+		}
+		if b.GetUpperBound() != bound || b.GetCumulativeCount() != cum {
+			t.Fatalf("bucket %d: le %v count %d, want le %v count %d", i, b.GetUpperBound(), b.GetCumulativeCount(), bound, cum)
+		}
+	}
+	if n := len(h.Bucket); n != writer.HistogramBuckets-1 && n != writer.HistogramBuckets {
+		t.Errorf("%d buckets", len(h.Bucket))
+	}
+}
+
+// failingWriter fails every write: a Ring over it with a retry limit fails.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
+
+// TestRingCollectorFailed: the failed gauge follows the Ring's sticky error.
+func TestRingCollectorFailed(t *testing.T) {
+	r, err := writer.NewRing(failingWriter{}, &writer.RingOptions{RetryLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewRingCollector(r, prometheus.Labels{"log": "net"}))
+	if v := value(t, scrape(t, reg), "appendlog_writer_failed", dto.MetricType_GAUGE, "net"); v != 0 {
+		t.Errorf("failed = %v before any write", v)
+	}
+	r.Write([]byte("x\n"))
+	r.Flush(t.Context()) // fails: the Ring gave up
+	if r.Err() == nil {
+		t.Fatal("the Ring did not fail")
+	}
+	if v := value(t, scrape(t, reg), "appendlog_writer_failed", dto.MetricType_GAUGE, "net"); v != 1 {
+		t.Errorf("failed = %v after the Ring failed", v)
+	}
+	r.Close()
+}
+
+// TestLogCollector appends to a wal.Log, syncs, and checks the scraped
+// metrics against its Stats.
+func TestLogCollector(t *testing.T) {
+	l, err := wal.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 100 {
+		if _, err := l.Append(fmt.Appendf(nil, "entry %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewLogCollector(l, prometheus.Labels{"log": "orders"}))
+	fams := scrape(t, reg)
+	s := l.Stats()
+	C, G := dto.MetricType_COUNTER, dto.MetricType_GAUGE
+	for _, m := range []struct {
+		name string
+		typ  dto.MetricType
+		want float64
+	}{
+		{"appendlog_wal_appended_bytes_total", C, float64(s.Appended)},
+		{"appendlog_wal_written_bytes_total", C, float64(s.Written)},
+		{"appendlog_wal_writes_total", C, float64(s.Writes)},
+		{"appendlog_wal_syncs_total", C, float64(s.Syncs)},
+		{"appendlog_wal_next_seq", G, float64(s.NextSeq)},
+		{"appendlog_wal_durable_seq", G, float64(s.DurableSeq)},
+		{"appendlog_wal_segments_created_total", C, float64(s.SegmentsCreated)},
+		{"appendlog_wal_segments_deleted_total", C, float64(s.SegmentsDeleted)},
+	} {
+		if got := value(t, fams, m.name, m.typ, "orders"); got != m.want {
+			t.Errorf("%s = %v, want %v", m.name, got, m.want)
+		}
+	}
+	if s.Syncs == 0 || s.DurableSeq != s.NextSeq-1 {
+		t.Errorf("after Sync: %+v", s)
+	}
+}

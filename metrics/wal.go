@@ -1,0 +1,58 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/appendlog/appendlog/wal"
+)
+
+// LogCollector is a prometheus.Collector over a wal.Log's Stats. Each
+// scrape takes one snapshot. It is safe for concurrent use.
+type LogCollector struct {
+	l                                                           *wal.Log
+	appended, written, writes, syncs, next, durable, made, gone *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*LogCollector)(nil)
+
+// NewLogCollector returns a Collector for l's Stats, with constant labels
+// (nil for none) that tell several logs apart.
+func NewLogCollector(l *wal.Log, labels prometheus.Labels) *LogCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("appendlog_wal_"+name, help, nil, labels)
+	}
+	return &LogCollector{
+		l:        l,
+		appended: d("appended_bytes_total", "Bytes appended since Open, frames included."),
+		written:  d("written_bytes_total", "Bytes handed to the OS since Open, frames included."),
+		writes:   d("writes_total", "Writes to segment files."),
+		syncs:    d("syncs_total", "Completed fdatasyncs."),
+		next:     d("next_seq", "Sequence number the next append gets."),
+		durable:  d("durable_seq", "Highest sequence number known durable (0: none)."),
+		made:     d("segments_created_total", "Segments created since Open."),
+		gone:     d("segments_deleted_total", "Segments deleted by retention and TruncateFront since Open."),
+	}
+}
+
+// Describe sends the descriptors of the metrics.
+func (c *LogCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.appended, c.written, c.writes, c.syncs, c.next, c.durable, c.made, c.gone} {
+		ch <- d
+	}
+}
+
+// Collect takes a Stats snapshot and sends the metrics.
+func (c *LogCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.l.Stats()
+	m := func(d *prometheus.Desc, t prometheus.ValueType, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, t, v)
+	}
+	m(c.appended, prometheus.CounterValue, float64(s.Appended))
+	m(c.written, prometheus.CounterValue, float64(s.Written))
+	m(c.writes, prometheus.CounterValue, float64(s.Writes))
+	m(c.syncs, prometheus.CounterValue, float64(s.Syncs))
+	m(c.next, prometheus.GaugeValue, float64(s.NextSeq))
+	m(c.durable, prometheus.GaugeValue, float64(s.DurableSeq))
+	m(c.made, prometheus.CounterValue, float64(s.SegmentsCreated))
+	m(c.gone, prometheus.CounterValue, float64(s.SegmentsDeleted))
+}

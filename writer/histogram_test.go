@@ -1,0 +1,25 @@
+package writer
+
+import (
+	"testing"
+	"time"
+)
+
+// TestHistogramSum: Record and Merge keep the sum of the durations, which
+// Prometheus histograms carry; negative durations count as zero.
+func TestHistogramSum(t *testing.T) {
+	var h, o Histogram
+	h.Record(3 * time.Microsecond)
+	h.Record(-time.Second)
+	o.Record(time.Millisecond)
+	h.Merge(&o)
+	if h.Sum != time.Millisecond+3*time.Microsecond || h.Count() != 3 {
+		t.Errorf("sum %v, count %d", h.Sum, h.Count())
+	}
+	var a atomicHistogram
+	a.record(5 * time.Second)
+	a.record(2 * time.Second)
+	if s := a.snapshot(); s.Sum != 7*time.Second || s.Count() != 2 || s.Buckets[bucketOf(5*time.Second)] != 1 {
+		t.Errorf("snapshot sum %v, count %d", s.Sum, s.Count())
+	}
+}
