@@ -27,7 +27,7 @@ func TestShmLoad(t *testing.T) {
 	}{
 		{"128B", []string{"--processes", "3", "--records", "3000", "--size", "128"}, 9000},
 		{"1B", []string{"--processes", "2", "--records", "3000", "--size", "1"}, 6000},
-		{"rolling", []string{"--processes", "2", "--records", "2000", "--size", "200", "--max-file-size", "65536"}, 4000},
+		{"rolling", []string{"--processes", "2", "--records", "2000", "--size", "200", "--max-file-size", "64KiB"}, 4000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "shm")
