@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,14 @@ func liveFS(t *testing.T, fn func(t *testing.T, dir string, o Options)) {
 // intact and in its writer's order. It returns the records' sequence
 // numbers by writer.
 func follow(t *testing.T, r *Reader, first uint64, want int) map[int][]int {
+	t.Helper()
+	var pos atomic.Uint64
+	return followAt(t, r, first, want, &pos)
+}
+
+// followAt is follow that publishes the sequence number of each record
+// read in pos.
+func followAt(t *testing.T, r *Reader, first uint64, want int, pos *atomic.Uint64) map[int][]int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -50,6 +59,7 @@ func follow(t *testing.T, r *Reader, first uint64, want int) map[int][]int {
 			t.Fatalf("seq %d: writer %d counter %d after %d", r.Seq(), g, i, s[len(s)-1])
 		}
 		seen[g] = append(seen[g], i)
+		pos.Store(next)
 		next++
 		n++
 	}
@@ -65,14 +75,36 @@ func TestLiveReaderFollowsAppendersThroughRotationAndTruncateFront(t *testing.T)
 		const readers = 3
 		var wg sync.WaitGroup
 		results := make([]map[int][]int, readers)
+		var pos [readers]atomic.Uint64
 		for k := range readers {
 			r, err := l.NewReader(0, nil)
 			noErr(t, err)
 			wg.Go(func() {
 				defer r.Close()
-				results[k] = follow(t, r, 1, writers*per)
+				results[k] = followAt(t, r, 1, writers*per, &pos[k])
 			})
 		}
+		// TruncateFront runs beside them, never past the slowest reader.
+		stop := make(chan struct{})
+		var tw sync.WaitGroup
+		tw.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				floor := pos[0].Load()
+				for k := range readers {
+					floor = min(floor, pos[k].Load())
+				}
+				if err := l.TruncateFront(floor); err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(time.Millisecond) // pacing, not synchronisation
+			}
+		})
 		var aw sync.WaitGroup
 		for g := range writers {
 			aw.Go(func() {
@@ -86,6 +118,8 @@ func TestLiveReaderFollowsAppendersThroughRotationAndTruncateFront(t *testing.T)
 		}
 		aw.Wait()
 		wg.Wait()
+		close(stop)
+		tw.Wait()
 		if l.Stats().SegmentsCreated < 3 {
 			t.Fatalf("only %d rotations: the test must cross segments", l.Stats().SegmentsCreated)
 		}
@@ -98,12 +132,20 @@ func TestLiveReaderFollowsAppendersThroughRotationAndTruncateFront(t *testing.T)
 		}
 		// Truncate below the middle; a reader from the start gets
 		// ErrTruncated naming FirstSeq; one from FirstSeq reads to the end.
-		mid := l.NextSeq() / 2
-		noErr(t, l.TruncateFront(mid))
-		first := l.FirstSeq()
-		if first <= 1 || first > mid {
-			t.Fatalf("FirstSeq %d after TruncateFront(%d)", first, mid)
+		before := l.FirstSeq()
+		if before == 1 {
+			t.Fatal("TruncateFront beside the readers deleted nothing")
 		}
+		noErr(t, l.Flush(context.Background()))
+		noErr(t, l.TruncateFront(l.NextSeq())) // all but the active segment
+		first := l.FirstSeq()
+		l.segs.mu.Lock()
+		left := len(l.segs.mu.segs)
+		l.segs.mu.Unlock()
+		if first < before || first >= l.NextSeq() || left != 1 {
+			t.Fatalf("FirstSeq %d, %d segments after TruncateFront(%d), was %d", first, left, l.NextSeq(), before)
+		}
+		mid := first
 		_, err := l.NewReader(1, nil)
 		var te *TruncatedError
 		if !errors.As(err, &te) || !errors.Is(err, ErrTruncated) || te.First != first {
