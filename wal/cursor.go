@@ -114,7 +114,7 @@ func checkCursorName(name string) error {
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return bad(fmt.Sprintf("byte %d is %q (want letters, digits, '.', '_' or '-')", i, c))
+			return bad(fmt.Sprintf("byte %d is 0x%02x (want ASCII letters, digits, '.', '_' or '-')", i, c))
 		}
 	}
 	return nil
