@@ -311,8 +311,11 @@ type Cursor struct {
 	clampedFrom uint64
 
 	closed atomic.Bool
-	// next is the sequence number Next delivers next. Next's goroutine only.
+	// next is the sequence number Next delivers next, and r the live
+	// Reader it reads with (nil until the first Next). Next's goroutine
+	// only.
 	next uint64
+	r    *Reader
 }
 
 // Cursor opens the durable cursor name on the log, creating it at the
@@ -352,7 +355,7 @@ func (l *Log) Cursor(name string) (*Cursor, error) {
 		return nil, fmt.Errorf("wal: cursor directory %s: %w", cdir, err)
 	}
 	c := &Cursor{l: l, name: name, path: filepath.Join(cdir, name)}
-	first, end := l.rec.FirstSeq, l.NextSeq()
+	first, end := l.FirstSeq(), l.NextSeq()
 	committed, err := readCursorFile(fsys, l.dir, name)
 	fresh := errors.Is(err, fs.ErrNotExist)
 	switch {
@@ -464,6 +467,65 @@ func (c *Cursor) checkAck(seq, floor uint64) error {
 	return nil
 }
 
+// Next waits for the next record from the committed position on (at the
+// first call) or after the last one delivered, and returns it. rec is valid
+// until the next call to Next. Records are delivered once each, in order,
+// as they become visible (see NewReader); a consumer acks each when done
+// with it. After a restart, every record from the last checkpoint on is
+// delivered again.
+//
+// A gap a forced Repair recorded (records lost to damage) is returned as a
+// *GapError; the cursor acks its sequence numbers, which will never be
+// delivered, and the next call goes on after it. A committed position that
+// retention deleted (Retention.IgnoreCursors) is a *TruncatedError naming
+// the first record available. Cancelling ctx abandons the wait; a nil ctx
+// is ErrNilContext. Next is for one goroutine at a time, and must not run
+// concurrently with Close.
+func (c *Cursor) Next(ctx context.Context) (seq uint64, rec []byte, err error) {
+	if ctx == nil {
+		return 0, nil, fmt.Errorf("%w: Next", ErrNilContext)
+	}
+	if c.closed.Load() {
+		return 0, nil, ErrClosed
+	}
+	if c.r == nil {
+		r, err := c.l.NewReader(c.next, nil)
+		if err != nil {
+			return 0, nil, fmt.Errorf("wal: cursor %q: %w", c.name, err)
+		}
+		c.r = r
+	}
+	for {
+		if c.r.Next() {
+			seq = c.r.Seq()
+			c.next = seq + 1
+			return seq, c.r.Record(), nil
+		}
+		if err := c.r.Err(); err != nil {
+			var g *GapError
+			if errors.As(err, &g) {
+				c.ackGap(g)
+				c.next = g.End
+			}
+			return 0, nil, err
+		}
+		if err := c.r.Wait(ctx); err != nil {
+			return 0, nil, err
+		}
+	}
+}
+
+// ackGap acks the sequence numbers of a recorded gap, as far as the ack
+// window reaches.
+func (c *Cursor) ackGap(g *GapError) {
+	for s := max(g.First, c.floor.Load()); s < g.End; s++ {
+		if s-c.floor.Load() >= _ackWindow {
+			return
+		}
+		c.mark(s)
+	}
+}
+
 // Commit waits until every acked record below the committed position is
 // durable in the log and writes a checkpoint of it. Cancelling ctx abandons
 // the wait. A nil ctx is ErrNilContext.
@@ -486,8 +548,14 @@ func (c *Cursor) Commit(ctx context.Context) error {
 // Close writes a last checkpoint (after waiting for the acked records to
 // be durable) and closes the cursor; it may then be opened again. Later
 // calls to Close return nil, other methods ErrClosed. Log.Close closes
-// every open cursor.
+// every open cursor, writing its last checkpoint; Close is still needed
+// after it to release the Reader Next reads with. Close must not run
+// concurrently with Next.
 func (c *Cursor) Close() error {
+	if c.r != nil {
+		c.r.Close()
+		c.r = nil
+	}
 	s := &c.l.cursors
 	s.mu.Lock()
 	if s.mu.open[c.name] != c {

@@ -420,6 +420,11 @@ func TestCheckpointEveryBoundsWrites(t *testing.T) {
 		if got := writes.Load() - before; got != 1 {
 			t.Fatalf("period %d: %d checkpoints written, want 1", p, got)
 		}
+		// The checkpoint is the committed position: every record below
+		// seq was acked, seq was not.
+		if got, err := readCursorFile(l.opts.fsys, l.Dir(), "c"); err != nil || got != seq {
+			t.Fatalf("period %d: checkpoint %d, %v; want %d", p, got, err, seq)
+		}
 	}
 	noErr(t, c.Close())
 	total := writes.Load() - created
@@ -554,5 +559,56 @@ func TestCheckpointPowerCut(t *testing.T) {
 			}
 			noErr(t, l2.Close())
 		}
+	}
+}
+
+// TestCursorNextFollowsAppends: Next delivers every record once, in order,
+// while another goroutine appends through rotations; after a reopen it
+// resumes at the committed position.
+func TestCursorNextFollowsAppends(t *testing.T) {
+	dir := t.TempDir()
+	o := &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10}
+	l := mustOpen(t, dir, o)
+	const n = 5000
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range n {
+			if _, err := l.Append(testPayload(0, i, 60)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	c, err := l.Cursor("c")
+	noErr(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for want := uint64(1); want <= n; want++ {
+		seq, rec, err := c.Next(ctx)
+		noErr(t, err)
+		if _, i, perr := parsePayload(rec); seq != want || perr != nil || uint64(i) != want-1 {
+			t.Fatalf("Next = %d (%v, counter %d), want %d", seq, perr, i, want)
+		}
+		if want <= 3000 {
+			noErr(t, c.Ack(seq))
+		}
+	}
+	wg.Wait()
+	if l.Stats().SegmentsCreated == 0 {
+		t.Fatal("no rotation happened")
+	}
+	noErr(t, l.Close())
+	noErr(t, c.Close())
+	if _, _, err := c.Next(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close = %v", err)
+	}
+	l = mustOpen(t, dir, o)
+	defer l.Close()
+	c, err = l.Cursor("c")
+	noErr(t, err)
+	defer c.Close()
+	seq, _, err := c.Next(ctx)
+	if err != nil || seq != 3001 {
+		t.Fatalf("after reopen Next = %d, %v; want 3001", seq, err)
 	}
 }
