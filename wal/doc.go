@@ -129,7 +129,7 @@
 //
 // Positioning. NewReader finds the segment of from by its name and the
 // frame through a sparse in-memory index of the segment (a frame offset
-// every 4 KiB, noted by the flusher as it writes; for a segment found at
+// every 16 KiB, noted by the flusher as it writes; for a segment found at
 // Open, built by walking its frame headers the first time a Reader
 // positions in it). The index is a hint: the Reader checks the frame it
 // points at and scans from the segment's start when it is wrong.

@@ -75,8 +75,9 @@ type liveSeg struct {
 }
 
 // _indexEvery is how many bytes of frames lie between two entries of a
-// segment's sparse index.
-const _indexEvery = 4 << 10
+// segment's sparse index: 16 bytes of memory per 16 KiB of log, and a
+// positioning walks at most that far.
+const _indexEvery = 16 << 10
 
 // newSegTable lists the segments in dir after recovery: every one but the
 // last is sealed.
