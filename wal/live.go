@@ -74,7 +74,7 @@ func (l *Log) NewReader(from uint64, opts *ReaderOptions) (*Reader, error) {
 		r.vis = &l.w.durable
 	}
 	r.cur = segInfo{name: ls.name, firstSeq: ls.firstSeq}
-	r.off, r.expect = ls.seek(from, r.vis.Load(), l.maxRec)
+	r.off, r.expect = ls.seek(l.segs, from, r.vis.Load(), l.maxRec)
 	r.hinted = r.off != headerPage
 	return r, nil
 }

@@ -45,9 +45,9 @@ type segInfo struct {
 
 // listSegments returns the segments in dir in log order, and the names of
 // other files found there (the lock file, repair side files and the
-// cursors directory excluded). own reports whether any file of the log's
-// own (a segment, the LOCK file, a spare segment, a repair side file, the
-// cursors directory) is there.
+// cursors directory and index files excluded). own reports whether any
+// file of the log's own (a segment, the LOCK file, a spare segment, a
+// repair side file, the cursors directory, an index file) is there.
 func listSegments(fsys vfs.FS, dir string) (segs []segInfo, foreign []string, own bool, err error) {
 	names, err := fsys.List(dir)
 	if err != nil {
@@ -58,7 +58,8 @@ func listSegments(fsys vfs.FS, dir string) (segs []segInfo, foreign []string, ow
 			segs = append(segs, segInfo{name: n, firstSeq: seq})
 			continue
 		}
-		if n == lockName || n == spareName || n == repairTmp || n == cursorDir || strings.Contains(n, cutSuffix) {
+		if n == lockName || n == spareName || n == repairTmp || n == cursorDir || strings.Contains(n, cutSuffix) ||
+			strings.HasSuffix(n, segSuffix+idxSuffix) {
 			own = true
 			continue
 		}

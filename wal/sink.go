@@ -176,7 +176,8 @@ type sealJob struct {
 	nextName string
 	nextSeq  uint64 // sequence number after the old segment's last record
 	done     chan struct{}
-	err      error // set before done is closed
+	err      error    // set before done is closed
+	oldLive  *liveSeg // the sealed segment's table entry (its index), or nil
 	spare    vfs.File
 	spareErr error
 }
@@ -216,6 +217,7 @@ func (w *segWriter) rotate(pos uint64) error {
 		next.Close()
 		return fmt.Errorf("wal: start segment %s: %w", segmentName(w.nextSeq), err)
 	}
+	oldLive := w.live
 	if w.table != nil {
 		// Readers reach the new segment through this handle: its name is
 		// spareName until the sealer renames it.
@@ -232,7 +234,7 @@ func (w *segWriter) rotate(pos uint64) error {
 		w.table.rotated(w.nextSeq, dataEnd+frame.FooterSize, at, ls)
 		w.live, w.indexed = ls, headerPage
 	}
-	job := &sealJob{old: w.f, oldName: w.name, next: next, nextName: segmentName(w.nextSeq), nextSeq: w.nextSeq, done: make(chan struct{})}
+	job := &sealJob{old: w.f, oldName: w.name, next: next, nextName: segmentName(w.nextSeq), nextSeq: w.nextSeq, done: make(chan struct{}), oldLive: oldLive}
 	w.pending = job
 	w.seals <- job
 	w.segments.Add(1)
@@ -275,6 +277,9 @@ func (w *segWriter) sealLoop() {
 		}
 		job.err = failed
 		close(job.done)
+		if failed == nil && job.oldLive != nil {
+			_ = w.table.writeIndexFile(job.oldLive) // a hint: without it a later Open walks the segment
+		}
 		if failed == nil && w.onSeal != nil {
 			w.onSeal()
 		}

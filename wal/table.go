@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,19 @@ func newSegTable(fsys vfs.FS, dir string, o *Options) (*segTable, error) {
 	}
 	if len(segs) == 0 {
 		return nil, fmt.Errorf("wal: open %s: no segment after recovery", dir)
+	}
+	// An index file whose segment is gone (deleted before its index was
+	// written) is removed; it is only a hint.
+	if names, err := fsys.List(dir); err == nil {
+		have := make(map[string]bool, len(segs))
+		for _, s := range segs {
+			have[s.name] = true
+		}
+		for _, n := range names {
+			if seg, ok := strings.CutSuffix(n, idxSuffix); ok && !have[seg] {
+				_ = fsys.Remove(filepath.Join(dir, n)) // a leftover hint: harmless if it stays
+			}
+		}
 	}
 	for i, s := range segs {
 		ls := &liveSeg{firstSeq: s.firstSeq, name: s.name, refs: 1}
@@ -256,10 +270,15 @@ func (s *liveSeg) note(seq uint64, off int64) {
 // before the first record >= target, walking the headers of records
 // below limit (the visible ones) as far as needed. REQUIRES: a reference
 // to s is held.
-func (s *liveSeg) seek(target, limit uint64, maxRec int) (int64, uint64) {
+func (s *liveSeg) seek(t *segTable, target, limit uint64, maxRec int) (int64, uint64) {
 	x := &s.idx
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if !x.started && s.end.Load() != 0 {
+		if size, err := s.f.Size(); err == nil {
+			t.loadIndexFile(s, size)
+		}
+	}
 	if !x.started {
 		x.started, x.off, x.seq = true, headerPage, s.firstSeq
 		x.seqs, x.offs = append(x.seqs, s.firstSeq), append(x.offs, headerPage)
