@@ -128,11 +128,14 @@
 // releases it when it moves on and on Close.
 //
 // Positioning. NewReader finds the segment of from by its name and the
-// frame through a sparse in-memory index of the segment (a frame offset
-// every 16 KiB, noted by the flusher as it writes; for a segment found at
-// Open, built by walking its frame headers the first time a Reader
-// positions in it). The index is a hint: the Reader checks the frame it
-// points at and scans from the segment's start when it is wrong.
+// frame through a sparse in-memory index of the segment: a frame offset
+// every 16 KiB, noted by the flusher as it writes. The sealer saves a
+// sealed segment's index beside it (00000000000000000001.seg.idx, see
+// index.go); a later Log loads it the first time a Reader positions in
+// the segment, or, when it is missing or does not check, walks the
+// segment's frame headers instead. The index is a hint: the Reader checks
+// the frame it points at and scans from the segment's start when it is
+// wrong (after a Repair rewrote the segment, say).
 //
 // No SIGBUS. A mapped file is never truncated below the bytes a Reader
 // touches: a Reader touches only whole records the flusher already wrote.
