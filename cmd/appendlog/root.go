@@ -101,6 +101,8 @@ errors.`,
 		newDumpCmd(),
 		newRepairCmd(),
 		newShmCmd(started),
+		newStatCmd(),
+		newTailCmd(),
 	} {
 		c.Args = usageArgs(c.Args)
 		c.RunE = markStarted(started, c.RunE)

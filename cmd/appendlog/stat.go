@@ -1,0 +1,242 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/wal"
+)
+
+func newStatCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stat DIR",
+		Short: "Describe a log: segments, sequence numbers, torn tail, gaps, cursors",
+		Long: `stat describes the log in DIR: every segment (name, first and last
+sequence number, bytes, sealed or not), the first, last and durable
+sequence numbers, the total bytes, whether the log ends in a torn tail,
+the gaps "appendlog repair --force" recorded, and every consumer cursor
+with its committed position and its lag behind the end of the log (records
+and bytes of frames).
+
+The durable sequence number is the one the tail segment's header records:
+the writer updates it one sync behind, so more may be durable.
+
+stat reads without locking and never changes the log, so it works while
+another process writes it (a record being written may then show as a torn
+tail). With --json it prints one JSON object. Exit status 1 means DIR is
+missing or not an appendlog log, the log is damaged (the message names the
+segment and byte offset), or a cursor file is damaged (the message names
+the file and the problem).`,
+		Example: `  appendlog stat /tmp/log
+  appendlog stat --json /tmp/log | jq .cursors`,
+		Args: dirArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runStat(cmd.OutOrStdout(), args[0], asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+// statReport is what stat prints; its JSON form is --json's output.
+type statReport struct {
+	Dir      string        `json:"dir"`
+	Segments []statSegment `json:"segments"`
+	// FirstSeq and LastSeq bound the records (LastSeq = FirstSeq-1 when
+	// there are none); NextSeq is the next to be appended.
+	FirstSeq   uint64       `json:"first_seq"`
+	LastSeq    uint64       `json:"last_seq"`
+	NextSeq    uint64       `json:"next_seq"`
+	DurableSeq uint64       `json:"durable_seq"`
+	Records    uint64       `json:"records"`
+	Bytes      int64        `json:"bytes"`
+	Torn       *statTorn    `json:"torn_tail"`
+	Gaps       []statGap    `json:"gaps"`
+	Cursors    []statCursor `json:"cursors"`
+	Warnings   []string     `json:"warnings,omitempty"`
+}
+
+type statSegment struct {
+	Name     string `json:"name"`
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+	Bytes    int64  `json:"bytes"`
+	Sealed   bool   `json:"sealed"`
+}
+
+type statTorn struct {
+	Segment string `json:"segment"`
+	Offset  int64  `json:"offset"`
+	Bytes   int64  `json:"bytes"`
+}
+
+type statGap struct {
+	First   uint64 `json:"first"`
+	Last    uint64 `json:"last"`
+	Segment string `json:"segment"`
+	Offset  int64  `json:"offset"`
+}
+
+type statCursor struct {
+	Name      string `json:"name"`
+	Committed uint64 `json:"committed"`
+	Lag       uint64 `json:"lag_records"`
+	LagBytes  int64  `json:"lag_bytes"`
+	Error     string `json:"error,omitempty"`
+}
+
+func runStat(stdout io.Writer, dir string, asJSON bool) error {
+	if err := checkDir(dir); err != nil {
+		return err
+	}
+	rep, err := wal.Verify(dir, nil)
+	if err != nil {
+		return describeVerifyError(dir, err)
+	}
+	s := statReport{Dir: dir, FirstSeq: rep.FirstSeq, NextSeq: rep.NextSeq, Records: rep.Records,
+		Warnings: rep.Warnings, Segments: []statSegment{}, Gaps: []statGap{}, Cursors: []statCursor{}}
+	if rep.Segments == 0 {
+		s.FirstSeq, s.NextSeq = 1, 1
+	}
+	s.LastSeq = s.NextSeq - 1
+	s.DurableSeq = s.FirstSeq - 1
+	names, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if err != nil {
+		return err
+	}
+	for i, path := range names {
+		name := filepath.Base(path)
+		first, err := strconv.ParseUint(strings.TrimSuffix(name, ".seg"), 10, 64)
+		if err != nil {
+			continue // not a segment name (wal ignores it too)
+		}
+		seg := statSegment{Name: name, FirstSeq: first, LastSeq: s.NextSeq - 1, Sealed: i < len(names)-1}
+		if st, err := os.Stat(path); err == nil {
+			seg.Bytes = st.Size()
+		}
+		if n := len(s.Segments); n > 0 {
+			s.Segments[n-1].LastSeq = first - 1
+		}
+		s.Segments = append(s.Segments, seg)
+		s.Bytes += seg.Bytes
+		if i < len(names)-1 {
+			continue
+		}
+		// The tail: everything before it was sealed and synced; its header
+		// records how far its own records are durable.
+		s.DurableSeq = first - 1
+		if m, ok := readMark(path); ok && m.NextSeq > first {
+			s.DurableSeq = m.NextSeq - 1
+		}
+	}
+	if t := rep.Torn; t != nil {
+		s.Torn = &statTorn{Segment: t.Segment, Offset: t.Offset, Bytes: t.Bytes}
+	}
+	for _, g := range rep.Gaps {
+		s.Gaps = append(s.Gaps, statGap{First: g.First, Last: g.End - 1, Segment: g.Segment, Offset: g.Offset})
+	}
+	infos, err := wal.ReadCursors(dir, nil)
+	if err != nil {
+		return describeVerifyError(dir, err)
+	}
+	var bad []string
+	for _, ci := range infos {
+		sc := statCursor{Name: ci.Name, Committed: ci.Committed, Lag: ci.Lag, LagBytes: ci.LagBytes}
+		if ci.Err != nil {
+			sc.Error = describeCursorError(ci.Err)
+			bad = append(bad, sc.Error)
+		}
+		s.Cursors = append(s.Cursors, sc)
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(&s); err != nil {
+			return err
+		}
+	} else {
+		printStat(stdout, &s)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%s: %s", dir, strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// readMark reads the durable mark in a segment's header.
+func readMark(path string) (frame.Mark, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return frame.Mark{}, false
+	}
+	defer f.Close()
+	b := make([]byte, frame.MarkOffset+frame.MarkSize)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return frame.Mark{}, false
+	}
+	if _, err := frame.DecodeFileHeader(b); err != nil {
+		return frame.Mark{}, false
+	}
+	return frame.DecodeMark(b[frame.MarkOffset:])
+}
+
+// describeCursorError names a cursor file and what is wrong with it,
+// without the wal package's prefix.
+func describeCursorError(err error) string {
+	var cfe *wal.CursorFileError
+	if errors.As(err, &cfe) {
+		return fmt.Sprintf("bad cursor file %s: %s", cfe.Path, cfe.Problem)
+	}
+	return strings.TrimPrefix(err.Error(), "wal: ")
+}
+
+func printStat(w io.Writer, s *statReport) {
+	fmt.Fprintf(w, "log %s\n", s.Dir)
+	for _, warn := range s.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	fmt.Fprintf(w, "segments: %d, %d bytes\n", len(s.Segments), s.Bytes)
+	for _, g := range s.Segments {
+		state := "active"
+		if g.Sealed {
+			state = "sealed"
+		}
+		fmt.Fprintf(w, "  %s  seqs %d..%d  %d bytes  %s\n", g.Name, g.FirstSeq, g.LastSeq, g.Bytes, state)
+	}
+	if s.Records == 0 {
+		fmt.Fprintf(w, "records: none (next seq %d)\n", s.NextSeq)
+	} else {
+		fmt.Fprintf(w, "records: %d, first seq %d, last seq %d, durable seq %d\n", s.Records, s.FirstSeq, s.LastSeq, s.DurableSeq)
+	}
+	if t := s.Torn; t != nil {
+		fmt.Fprintf(w, "torn tail: %d bytes at byte offset %d of segment %s (a crash's partial last write, or a record being written)\n", t.Bytes, t.Offset, t.Segment)
+	} else {
+		fmt.Fprintln(w, "torn tail: none")
+	}
+	if len(s.Gaps) == 0 {
+		fmt.Fprintln(w, "gaps: none")
+	}
+	for _, g := range s.Gaps {
+		fmt.Fprintf(w, "gap: records %d..%d lost to damage and cut by repair (recorded at byte offset %d of segment %s)\n", g.First, g.Last, g.Offset, g.Segment)
+	}
+	if len(s.Cursors) == 0 {
+		fmt.Fprintln(w, "cursors: none")
+	}
+	for _, c := range s.Cursors {
+		if c.Error != "" {
+			fmt.Fprintf(w, "cursor %s: %s\n", c.Name, c.Error)
+			continue
+		}
+		fmt.Fprintf(w, "cursor %s: committed %d, lag %d %s (%d bytes)\n", c.Name, c.Committed, c.Lag, plural(c.Lag, "record", "records"), c.LagBytes)
+	}
+}
