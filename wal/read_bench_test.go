@@ -190,7 +190,6 @@ func BenchmarkReadLatency(b *testing.B) {
 						}
 						continue
 					}
-					now := time.Now().UnixNano()
 					w, c, err := payload.Decode(r.Record())
 					if err != nil || r.Seq() != next || w > 1 || c != counters[w] {
 						b.Errorf("seq %d (want %d): writer %d counter %d: %v", r.Seq(), next, w, c, err)
@@ -199,7 +198,7 @@ func BenchmarkReadLatency(b *testing.B) {
 					counters[w]++
 					next++
 					if w == 0 {
-						lat = append(lat, now-sent[c].Load())
+						lat = append(lat, time.Now().UnixNano()-sent[c].Load())
 						select {
 						case arrived <- struct{}{}:
 						default:
