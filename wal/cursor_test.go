@@ -612,3 +612,25 @@ func TestCursorNextFollowsAppends(t *testing.T) {
 		t.Fatalf("after reopen Next = %d, %v; want 3001", seq, err)
 	}
 }
+
+// TestCursorNextBelowFirstSeq: a committed position that retention deleted
+// (IgnoreCursors) is a clear *TruncatedError from Next, naming the first
+// record available, never a silent jump.
+func TestCursorNextBelowFirstSeq(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), &Options{SegmentSize: 64 << 10, Retention: Retention{IgnoreCursors: true}})
+	defer l.Close()
+	c, err := l.Cursor("c")
+	noErr(t, err)
+	defer c.Close()
+	appendRecs(t, l, 3000)
+	noErr(t, l.Sync(context.Background()))
+	noErr(t, l.TruncateFront(l.NextSeq()))
+	if l.FirstSeq() == 1 {
+		t.Fatal("TruncateFront deleted nothing")
+	}
+	_, _, err = c.Next(context.Background())
+	var te *TruncatedError
+	if !errors.As(err, &te) || te.First != l.FirstSeq() || !strings.Contains(err.Error(), `cursor "c"`) {
+		t.Fatalf("Next below FirstSeq = %v, want a *TruncatedError naming %d and the cursor", err, l.FirstSeq())
+	}
+}
