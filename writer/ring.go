@@ -123,8 +123,10 @@ type RingOptions struct {
 	// failure is counted (Stats.Retries) and passed to OnError.
 
 	// OnError, if set, is called with every failed write to the io.Writer
-	// sink. It runs on the flusher goroutine: it must not call the Ring's
-	// Flush, Sync or Close, and should return quickly.
+	// sink, on the flusher goroutine, and, for OpenFile with Rotate, with
+	// every error met syncing, compressing or pruning rotated files, on
+	// the goroutines that do that. It must not call the Ring's Flush,
+	// Sync, Reopen or Close, and should return quickly.
 	OnError func(error)
 	// RetryBackoff and RetryMaxBackoff: defaults DefaultRetryBackoff and
 	// DefaultRetryMaxBackoff.
@@ -315,6 +317,11 @@ func NewRing(w io.Writer, opts *RingOptions) (*Ring, error) {
 // another) holds it, OpenFile fails with an error wrapping ErrInUse that
 // names the file and the holder's pid. See the package doc for many
 // processes writing one log.
+//
+// With opts.Rotate the Ring rotates the file itself (see Rotate and the
+// package doc); without Direct, Ring.Reopen reopens it after logrotate
+// renamed it. The Ring refuses to write on after another program
+// truncated the file (ErrTruncated).
 //
 // With opts.Direct the file is written with O_DIRECT in whole 4 KiB blocks
 // straight from the ring (only the partial blocks at the ends of a flush
