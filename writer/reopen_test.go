@@ -28,14 +28,22 @@ func TestReopenRename(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const producers, reopens = 8, 20
+	// Each producer writes at most perProducer records, so that the test
+	// stays small however slowly Reopen goes; they stop early when the
+	// reopens are done, or the test fails.
+	const producers, reopens, perProducer = 8, 20, 4000
 	var stop atomic.Bool
 	var wg sync.WaitGroup
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+		r.Close()
+	}()
 	counts := make([]uint64, producers+1)
 	for p := range producers {
 		wg.Go(func() {
 			var buf []byte
-			for c := uint64(0); !stop.Load(); c++ {
+			for c := uint64(0); c < perProducer && !stop.Load(); c++ {
 				buf, _ = payload.Append(buf[:0], p, c, 60+int(c%100))
 				if _, err := r.Write(buf); err != nil {
 					t.Error(err)

@@ -521,10 +521,12 @@ func TestPowerCutMidRotation(t *testing.T) {
 		var counts producerCounts
 		var stop atomic.Bool
 		var wg sync.WaitGroup
+		cleanup := func() { stop.Store(true); wg.Wait() }
+		defer cleanup() // on a failure too: the producers write to memory
 		for id := range _crashProducers {
 			wg.Go(func() {
 				var b []byte
-				for c := 0; !stop.Load(); c++ {
+				for c := 0; c < 1_000_000 && !stop.Load(); c++ {
 					b = appendRecord(b[:0], id, c)
 					if _, err := r.Write(b); err != nil {
 						return // the file system is gone
@@ -535,7 +537,7 @@ func TestPowerCutMidRotation(t *testing.T) {
 		}
 		var acked []int
 		for range 2 + rng.IntN(5) {
-			for prev := total(counts.snapshot()); total(counts.snapshot()) < prev+300; {
+			for prev := total(counts.snapshot()); total(counts.snapshot()) < prev+300 && r.Err() == nil; {
 				runtime.Gosched()
 			}
 			snap := counts.snapshot()
