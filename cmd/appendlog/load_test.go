@@ -126,22 +126,22 @@ func TestLoadDiskFull(t *testing.T) {
 	const fsSize = 8 << 20
 	mnt := mountTmpfs(t, fsSize)
 	dir := filepath.Join(mnt, "log")
-	args := []string{"load", "--dir", dir, "--records", "100000", "--size", "100", "--segment-size", "1MiB", "--json"}
+	args := []string{"load", "--dir", dir, "--records", "300000", "--size", "100", "--segment-size", "1MiB", "--json"}
 
 	r := cli(t, args...)
-	expect(t, r, exitFailure, "100000 records of 100 B need 11.1 MiB", "but 8.0 MiB are free on the file system of "+dir, "--force")
+	expect(t, r, exitFailure, "300000 records of 100 B need 33.2 MiB", "but 8.0 MiB are free on the file system of "+dir, "--force")
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("refused load created %s: %v", dir, err)
 	}
 
 	r = cli(t, append(args, "--force")...)
-	expect(t, r, exitFailure, "need 11.1 MiB", "running anyway (--force)", "no space left on device", "stopped early", "records appended", "written (handed to the OS)", "durable", "appendlog verify "+dir)
+	expect(t, r, exitFailure, "need 33.2 MiB", "running anyway (--force)", "no space left on device", "stopped early", "records appended", "written (handed to the OS)", "durable", "appendlog verify "+dir)
 	rep := parseLoadReport(t, r)
 	t.Logf("appended %d, written %d, durable %d (seq %d)", rep.Records, rep.WrittenRecords, rep.DurableRecords, rep.DurableSeq)
 	switch {
-	case rep.Requested != 100000 || rep.Error == "":
+	case rep.Requested != 300000 || rep.Error == "":
 		t.Fatalf("JSON requested_records %d, error %q\n%s", rep.Requested, rep.Error, r)
-	case rep.Records >= 100000:
+	case rep.Records >= 300000:
 		t.Fatalf("appended all %d records on an %d-byte file system\n%s", rep.Records, fsSize, r)
 	case !(0 < rep.DurableRecords && rep.DurableRecords <= rep.WrittenRecords && rep.WrittenRecords <= rep.Records):
 		t.Fatalf("want 0 < durable %d <= written %d <= appended %d\n%s", rep.DurableRecords, rep.WrittenRecords, rep.Records, r)
