@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appendlog/appendlog/frame"
 	"github.com/appendlog/appendlog/internal/engine/clock"
 	"github.com/appendlog/appendlog/internal/vfs"
 )
@@ -632,5 +634,48 @@ func TestCursorNextBelowFirstSeq(t *testing.T) {
 	var te *TruncatedError
 	if !errors.As(err, &te) || te.First != l.FirstSeq() || !strings.Contains(err.Error(), `cursor "c"`) {
 		t.Fatalf("Next below FirstSeq = %v, want a *TruncatedError naming %d and the cursor", err, l.FirstSeq())
+	}
+}
+
+// TestCursorNextAcksGaps: at a recorded gap Next returns the *GapError and
+// acks its sequence numbers (they will never be delivered), so the
+// committed position moves past it once the records around it are acked.
+func TestCursorNextAcksGaps(t *testing.T) {
+	dir := t.TempDir()
+	segs := buildGapLog(t, dir, _gapRecords)
+	first := segFirst(t, segs[2])
+	const k = 100
+	flipByte(t, filepath.Join(dir, segs[2]), recordOffset(k)+frame.HeaderSize+50)
+	_, err := Repair(dir, true, nil)
+	noErr(t, err)
+	lost := first + k
+	l := mustOpen(t, dir, _gapOpts)
+	defer l.Close()
+	c, err := l.Cursor("c")
+	noErr(t, err)
+	defer c.Close()
+	ctx := context.Background()
+	gaps := 0
+	for want := uint64(1); want < lost+10; {
+		seq, rec, err := c.Next(ctx)
+		if IsGap(err) {
+			var g *GapError
+			errors.As(err, &g)
+			if g.First != lost || g.End != lost+1 || want != lost {
+				t.Fatalf("gap %+v at %d, want record %d lost", g, want, lost)
+			}
+			gaps++
+			want = g.End
+			continue
+		}
+		noErr(t, err)
+		if seq != want || !bytes.Equal(rec, gapPayload(seq)) {
+			t.Fatalf("Next = %d, want %d", seq, want)
+		}
+		noErr(t, c.Ack(seq))
+		want++
+	}
+	if gaps != 1 || c.Committed() != lost+10 {
+		t.Fatalf("%d gaps, committed %d; want 1 gap and %d", gaps, c.Committed(), lost+10)
 	}
 }
