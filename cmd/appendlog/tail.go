@@ -114,6 +114,8 @@ type follower struct {
 	stderr io.Writer
 	line   []byte
 	buf    []byte
+	// gapEnd is the end of the last gap named on stderr.
+	gapEnd uint64
 	// awaiting is set when seg is the successor of a sealed segment, which
 	// may not be renamed into place yet.
 	awaiting bool
@@ -144,7 +146,14 @@ func (fo *follower) catchUp() error {
 // readThrough reads the log from fo.next to its current end with a
 // wal.Reader and remembers where the last record ended.
 func (fo *follower) readThrough() error {
-	r, err := wal.OpenReader(fo.dir, fo.next, nil)
+	// Read from the record before the next one too (without printing it):
+	// its end is where the next record starts, so the follower knows where
+	// to go on from even when there is no new record yet.
+	want, from := fo.next, fo.next
+	if from > 1 {
+		from--
+	}
+	r, err := wal.OpenReader(fo.dir, from, nil)
 	if err != nil {
 		return describeVerifyError(fo.dir, err)
 	}
@@ -155,12 +164,22 @@ func (fo *follower) readThrough() error {
 			if !errors.As(r.Err(), &g) {
 				break
 			}
+			if g.End <= want || g.End <= fo.gapEnd {
+				continue // before the records asked for, or named already
+			}
 			if err := fo.out.Flush(); err != nil {
 				return err
 			}
 			fmt.Fprintf(fo.stderr, "appendlog tail: %s: gap: %s lost to damage and cut by \"appendlog repair --force\" (recorded at byte offset %d of segment %s)\n",
 				fo.dir, g.Range(), g.Offset, g.Segment)
-			fo.next, fo.seg = g.End, "" // the position after a gap is the Reader's
+			fo.next, fo.seg, fo.gapEnd = g.End, "", g.End // the position after a gap is the Reader's
+			continue
+		}
+		if r.Seq() < want {
+			if r.Seq() == want-1 {
+				seg, off := r.Position()
+				fo.seg, fo.off = seg, off+int64(frame.Size(len(r.Record())))
+			}
 			continue
 		}
 		if err := fo.print(r.Seq(), r.Record()); err != nil {

@@ -115,3 +115,50 @@ func TestTailFollowsAnotherProcess(t *testing.T) {
 	t.Logf("append+flush to line printed by tail -f, %d records: p50 %v, p90 %v, p99 %v, max %v",
 		n, lat[n/2], lat[n*9/10], lat[n*99/100], lat[n-1])
 }
+
+// TestTailFollowFromTheEnd: tail -f --from past the last record prints
+// only the records appended after it started, then exits 0 on SIGINT.
+func TestTailFollowFromTheEnd(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "log")
+	smallLog(t, d, 100)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cliPath, "tail", "-f", "--from", "101", d)
+	cmd.Env = cliEnv()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(pipe)
+	l, err := wal.Open(d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 3 {
+		if _, err := l.Append([]byte(fmt.Sprintf("new %d", i))); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("%d\tnew %d", 101+i, i)
+		if !sc.Scan() || sc.Text() != want {
+			t.Fatalf("tail printed %q, want %q; stderr:\n%s", sc.Text(), want, stderr.String())
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if sc.Scan() {
+		t.Fatalf("tail printed %q after the appends", sc.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("tail -f after SIGINT: %v; stderr:\n%s", err, stderr.String())
+	}
+}
