@@ -32,6 +32,9 @@ var (
 	ErrPadded = errors.New("shmlog: claim was padded over")
 	// ErrNoSlot means every slot is held by a live process.
 	ErrNoSlot = errors.New("shmlog: no free process slot")
+	// ErrNilContext is returned by Sync and Reader.Wait when given a nil
+	// context; the call does nothing else.
+	ErrNilContext = errors.New("shmlog: nil context")
 )
 
 // CorruptError says where a file failed to decode.

@@ -463,6 +463,9 @@ func (l *Log) roll(idx uint64) error {
 // file this Log appended to since the last Sync, then the directory when
 // files may have been created since. ctx is checked between files.
 func (l *Log) Sync(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	cur := l.cur.Load()
 	if cur == nil {
 		return ErrClosed

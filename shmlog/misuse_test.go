@@ -1,6 +1,7 @@
 package shmlog_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -130,6 +131,38 @@ func TestClosed(t *testing.T) {
 	}
 	if err := l.Close(); !errors.Is(err, shmlog.ErrClosed) {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// TestNilContext: Sync and Wait refuse a nil context instead of panicking,
+// and the log goes on working.
+func TestNilContext(t *testing.T) {
+	l, err := shmlog.Open(logPath(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Append([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	//lint:ignore SA1012 a nil context is the misuse under test
+	if err := l.Sync(nil); !errors.Is(err, shmlog.ErrNilContext) {
+		t.Fatalf("Sync(nil): %v", err)
+	}
+	r, err := l.NewReader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	//lint:ignore SA1012 a nil context is the misuse under test
+	if err := r.Wait(nil); !errors.Is(err, shmlog.ErrNilContext) {
+		t.Fatalf("Wait(nil): %v", err)
+	}
+	if err := l.Sync(context.Background()); err != nil {
+		t.Fatalf("Sync after Sync(nil): %v", err)
+	}
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatalf("Wait after Wait(nil): %v", err)
 	}
 }
 

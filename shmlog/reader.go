@@ -98,6 +98,9 @@ func (r *Reader) Next() (rec Record, ok bool, err error) {
 // a writer commits, waking at least every _parkTimeout to check for dead
 // writers and ctx.
 func (r *Reader) Wait(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if r.pending {
 		return nil
 	}
