@@ -19,20 +19,7 @@ import (
 	"github.com/appendlog/appendlog/internal/vfs"
 )
 
-// A Cursor is a named, durable consumer position in a log: the broker
-// pattern of acks in memory and offsets checkpointed.
-//
-// Its committed position is the lowest sequence number not yet acked:
-// every record below it was acked, in whatever order. Ack records an ack in
-// memory only. The committed position is checkpointed to the cursor's file
-// every Options.CheckpointEvery (by one goroutine per log, joined by Close)
-// when it moved, on Commit, and on Close. A checkpoint never points past
-// what is durable in the log: it covers only records that survived
-// fdatasync. After a crash a cursor resumes from its last checkpoint: the
-// records from there on may be delivered again (at least once), none
-// before it are.
-//
-// # Files
+// Cursor files.
 //
 // A log's cursors live in the subdirectory cursors of the log directory,
 // one file per cursor, named by the cursor's name:
@@ -284,8 +271,25 @@ func (s *cursorSet) snapshot() []*Cursor {
 	return out
 }
 
-// Cursor is an open durable consumer position; see Log.Cursor. Ack may be
-// called from many goroutines at once; Next from one goroutine at a time.
+// Cursor is a named, durable consumer position in a log: the broker
+// pattern of acks in memory and offsets checkpointed.
+//
+// Its committed position is the lowest sequence number not yet acked:
+// every record below it was acked, in whatever order. Ack records an ack in
+// memory only. The committed position is checkpointed to the cursor's file
+// every Options.CheckpointEvery (by one goroutine per log, joined by Close)
+// when it moved, on Commit, and on Close. A checkpoint never points past
+// what is durable in the log: it covers only records that survived
+// fdatasync. After a crash a cursor resumes from its last checkpoint: the
+// records from there on may be delivered again (at least once), none
+// before it are.
+//
+// Open one with Log.Cursor. Ack may be called from many goroutines at
+// once; Next from one goroutine at a time. A cursor is the file
+// cursors/NAME in the log directory (magic, version, committed position,
+// name, CRC-32C), replaced atomically by each checkpoint (temporary file,
+// fdatasync, rename, directory fsync): a power cut leaves the old
+// checkpoint or the new one, never a broken one.
 type Cursor struct {
 	l    *Log
 	name string
