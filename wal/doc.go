@@ -42,8 +42,11 @@
 // A log is a directory of segment files named by the sequence number of
 // their first record (00000000000000000001.seg), a LOCK file holding an
 // exclusive flock (a second Open, in this process or another, gets
-// ErrInUse naming it and the holder), and, after a repair, side files whose
-// names contain .cut. A directory with none of these but other files is not
+// ErrInUse naming it and the holder), a sparse index file beside each
+// sealed segment (NAME.idx, a hint rebuilt from the data when missing or
+// damaged), a cursors directory holding one checkpoint file per consumer
+// cursor (see Cursor), and, after a repair, side files whose names contain
+// .cut. A directory with none of these but other files is not
 // a log: Open, OpenReader, Verify and Repair refuse it (ErrNotLog) and
 // create nothing in it. An empty directory is an empty log.
 //
