@@ -21,10 +21,16 @@ import (
 // copytruncate), and writing at the sink's offset would leave a hole of
 // zero bytes; the sink refuses instead, with an error wrapping
 // ErrTruncated.
+//
+// A path that is not a regular file (a device such as /dev/null) has no
+// size to check and no durability to ask for: the sink writes to it and its
+// Sync does nothing, as syncFunc does for such files. (A FIFO or a terminal
+// takes no positional writes: the first write fails with ESPIPE.)
 type fileSink struct {
-	f   vfs.File
-	off int64     // file offset of the next byte. Flusher only.
-	iov [2][]byte // scratch for WritevAt, to avoid an allocation per flush
+	f       vfs.File
+	off     int64     // file offset of the next byte. Flusher only.
+	iov     [2][]byte // scratch for WritevAt, to avoid an allocation per flush
+	special bool      // not a regular file: no truncation check, no fdatasync
 }
 
 func openFileSink(fsys vfs.FS, path string, perm os.FileMode) (*fileSink, error) {
@@ -36,6 +42,14 @@ func openFileSink(fsys vfs.FS, path string, perm os.FileMode) (*fileSink, error)
 		f.Close()
 		return nil, fmt.Errorf("writer: %w", err)
 	}
+	st, err := fsys.Stat(path)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("writer: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return &fileSink{f: f, special: true}, nil
+	}
 	size, err := f.Size()
 	if err != nil {
 		f.Close()
@@ -45,13 +59,16 @@ func openFileSink(fsys vfs.FS, path string, perm os.FileMode) (*fileSink, error)
 }
 
 func (s *fileSink) Write(pos uint64, a, b []byte) error {
-	size, err := s.f.Size()
-	if err != nil {
-		return fmt.Errorf("writer: %w", namePath("stat", s.f.Name(), err))
+	if !s.special {
+		size, err := s.f.Size()
+		if err != nil {
+			return fmt.Errorf("writer: %w", namePath("stat", s.f.Name(), err))
+		}
+		if size < s.off {
+			return &truncatedError{path: s.f.Name(), size: size, off: s.off}
+		}
 	}
-	if size < s.off {
-		return &truncatedError{path: s.f.Name(), size: size, off: s.off}
-	}
+	var err error
 	if len(b) == 0 {
 		_, err = s.f.WriteAt(a, s.off)
 	} else {
@@ -67,6 +84,9 @@ func (s *fileSink) Write(pos uint64, a, b []byte) error {
 }
 
 func (s *fileSink) Sync() error {
+	if s.special {
+		return nil
+	}
 	if err := s.f.Sync(); err != nil {
 		return fmt.Errorf("writer: %w", namePath("fdatasync", s.f.Name(), err))
 	}

@@ -3,6 +3,7 @@ package writer
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -291,5 +292,46 @@ func TestDevicesAreNotLocked(t *testing.T) {
 	}
 	if err := l1.Close(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestDeviceFile: a Ring on a device writes to it, and Sync and Close do
+// not fail on the device's missing fdatasync or its size of 0 (which is
+// not a copytruncate); rotation of a device is refused before anything is
+// renamed.
+func TestDeviceFile(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no /dev/null")
+	}
+	r, err := OpenFile(os.DevNull, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := []byte("a record for /dev/null\n")
+	for i := 0; i < 1000; i++ {
+		if _, err := r.Write(rec); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		if i%100 == 0 {
+			if err := r.Flush(context.Background()); err != nil {
+				t.Fatalf("flush after %d: %v", i, err)
+			}
+		}
+	}
+	if err := r.Sync(); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if st := r.Stats(); st.WrittenRecords != 1000 {
+		t.Fatalf("written %d records, want 1000", st.WrittenRecords)
+	}
+	_, err = OpenFile(os.DevNull, &RingOptions{Rotate: &Rotate{MaxBytes: MinRotateBytes}})
+	if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("rotating %s: %v, want a refusal", os.DevNull, err)
+	}
+	if _, err := os.Stat(os.DevNull); err != nil {
+		t.Fatal(err)
 	}
 }

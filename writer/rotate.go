@@ -208,6 +208,11 @@ func openRotSink(path string, o *RingOptions, m *marks, maxClaim int) (*rotSink,
 	}
 	s.ccond = sync.NewCond(&s.cmu)
 	if m != nil {
+		// Rotation renames the file and deletes old ones beside it: never
+		// a device's.
+		if st, err := s.fsys.Stat(path); err == nil && !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("writer: open %s: not a regular file, so it cannot be rotated", path)
+		}
 		if err := s.recover(); err != nil {
 			return nil, err
 		}
