@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -24,7 +25,7 @@ type dumpFlags struct {
 func newDumpCmd() *cobra.Command {
 	var f dumpFlags
 	cmd := &cobra.Command{
-		Use:   "dump DIR",
+		Use:   "dump DIR|FILE",
 		Short: "Print the records of a log",
 		Long: `dump prints one line per record of the log in DIR, from sequence number
 --from on:
@@ -42,7 +43,19 @@ that "appendlog repair --force" recorded (records lost to damage) is named
 by a line on stderr where it falls, and dump goes on after it; --count
 counts only the records present. Exit
 status 1 means the log could not be read to its end (the message says where
-it stopped), or that DIR is missing or not an appendlog log.`,
+it stopped), or that DIR is missing or not an appendlog log.
+
+dump also reads a shared-memory log FILE (package shmlog: FILE,
+FILE.00000001, ...). Its records have positions, not sequence numbers, so
+each line is
+
+  <pos><TAB><payload>
+
+with the position i<<32|o (file i, data offset o; see the shmlog package
+doc) in hex as shmlog writes it, e.g. 0x100000050. It prints the committed
+records in log order, padding over frames of writers that are gone;
+--from is for log directories only. Damage ends it with exit status 1 and
+a message naming the file and byte offset.`,
 		Example: `  appendlog dump /tmp/log | head
   appendlog dump --from 1000 --hex /tmp/log
   appendlog dump --count /tmp/log`,
@@ -59,6 +72,9 @@ it stopped), or that DIR is missing or not an appendlog log.`,
 }
 
 func runDump(stdout, stderr io.Writer, dir string, f *dumpFlags) (err error) {
+	if isShmFile(dir) {
+		return runShmDump(context.Background(), stdout, dir, f, false)
+	}
 	if err := checkDir(dir); err != nil {
 		return err
 	}

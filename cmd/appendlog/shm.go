@@ -86,17 +86,12 @@ any reader does: run it when no process is appending.
 
 Exit status 0 means every frame checked out; 1 means damage (the message
 names the file and byte offset), a frame still in progress by a live
-process, or that FILE is missing or not a shared-memory log.`,
+process, or that FILE is missing or not a shared-memory log. "appendlog
+verify FILE" does the same.`,
 		Example: `  appendlog shm verify /tmp/shm`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := shmlog.Verify(args[0], nil)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d records in %d files, whole and in order; %d unfinished frames padded\n",
-				args[0], st.Records, st.Files, st.Padded)
-			return nil
+			return runShmVerify(cmd.OutOrStdout(), args[0])
 		},
 	}
 }

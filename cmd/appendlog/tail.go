@@ -33,7 +33,7 @@ type tailFlags struct {
 func newTailCmd() *cobra.Command {
 	var f tailFlags
 	cmd := &cobra.Command{
-		Use:   "tail DIR",
+		Use:   "tail DIR|FILE",
 		Short: "Print the records of a log and follow new ones",
 		Long: `tail prints one line per record of the log in DIR from sequence number
 --from on, as "appendlog dump" does:
@@ -48,7 +48,13 @@ and looks again at least every 100ms in any case.
 tail reads without locking and never changes the log. A gap that
 "appendlog repair --force" recorded is named on stderr where it falls.
 Exit status 1 means DIR is missing, not an appendlog log, or damaged (the
-message says where).`,
+message says where).
+
+tail also reads a shared-memory log FILE (package shmlog), printing
+<pos><TAB><payload> lines as "appendlog dump FILE" does (see its help for
+the position); with -f it waits for writers to commit new records (on the
+log's wake word, a futex on Linux) until interrupted, exit status 0 on
+SIGINT. --from is for log directories only.`,
 		Example: `  appendlog tail --from 1000 /tmp/log
   appendlog tail -f /tmp/log`,
 		Args: dirArg,
@@ -71,6 +77,9 @@ message says where).`,
 // runFollow prints the records from f.from on and follows the log until
 // ctx is done.
 func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, f *tailFlags) error {
+	if isShmFile(dir) {
+		return runShmDump(ctx, stdout, dir, &dumpFlags{from: f.from, hex: f.hex}, true)
+	}
 	if err := checkDir(dir); err != nil {
 		return err
 	}

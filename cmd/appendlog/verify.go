@@ -15,7 +15,7 @@ import (
 func newVerifyCmd() *cobra.Command {
 	var payloads bool
 	cmd := &cobra.Command{
-		Use:   "verify DIR",
+		Use:   "verify DIR|FILE",
 		Short: "Check every segment and record of a log",
 		Long: `verify reads every segment of the log in DIR and checks file headers,
 frame checksums, sequence numbers and segment continuity, without changing
@@ -34,7 +34,15 @@ empty log); exit status 2 is a usage error.
 With --payloads, verify also checks that every payload is one written by
 "appendlog load": its checksum and filler are intact, and each writer's
 counters follow each other with no gaps (a counter falling back to 0 is
-taken as another load run on the same log).`,
+taken as another load run on the same log).
+
+FILE, a shared-memory log (package shmlog: FILE, FILE.00000001, ...), is
+checked as "appendlog shm verify FILE" checks it: header pages and every
+frame's checksum, in order, padding over frames of writers that are gone;
+the summary names the records, files and frames padded. Exit status 0
+means every frame checked out; 1 means damage (the message names the file
+and byte offset) or a frame still in progress by a live process.
+--payloads is for log directories only.`,
 		Example: `  appendlog verify /tmp/log
   appendlog verify --payloads /tmp/log`,
 		Args: dirArg,
@@ -47,6 +55,12 @@ taken as another load run on the same log).`,
 }
 
 func runVerify(stdout, stderr io.Writer, dir string, payloads bool) error {
+	if isShmFile(dir) {
+		if payloads {
+			return usagef("--payloads is for log directories, not shared-memory logs")
+		}
+		return runShmVerify(stdout, dir)
+	}
 	if err := checkDir(dir); err != nil {
 		return err
 	}

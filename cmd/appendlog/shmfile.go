@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/shmlog"
+)
+
+// isShmFile reports whether path is a regular file whose appendlog file
+// header says it is a shared-memory log file (frame.FileShm), as
+// shmlog.OpenReader checks it. verify, dump and tail read such a file with
+// package shmlog instead of package wal.
+func isShmFile(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, frame.FileHeaderSize)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return false
+	}
+	h, err := frame.DecodeFileHeader(b)
+	return err == nil && h.Kind == frame.FileShm
+}
+
+// runShmVerify checks every file and record of the shared-memory log at
+// path; "appendlog shm verify FILE" and "appendlog verify FILE" run it.
+func runShmVerify(stdout io.Writer, path string) error {
+	st, err := shmlog.Verify(path, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d records in %d files, whole and in order; %d unfinished frames padded\n",
+		path, st.Records, st.Files, st.Padded)
+	return nil
+}
+
+// shmPrinter prints records of a shared-memory log as dump does:
+// <pos><TAB><payload>, the position in hex as shmlog writes it (%#x).
+type shmPrinter struct {
+	out  *bufio.Writer
+	hex  bool
+	line []byte
+}
+
+func (p *shmPrinter) print(rec shmlog.Record) error {
+	p.line = append(p.line[:0], "0x"...)
+	p.line = strconv.AppendUint(p.line, rec.Pos, 16)
+	p.line = append(p.line, '\t')
+	p.line = appendPayload(p.line, rec.Payload, p.hex)
+	p.line = append(p.line, '\n')
+	_, err := p.out.Write(p.line)
+	return err
+}
+
+// checkShmFrom refuses --from on a shared-memory log: its records have
+// positions, not sequence numbers.
+func checkShmFrom(from uint64) error {
+	if from != 1 {
+		return usagef("--from %d: a shared-memory log has positions, not sequence numbers; --from is for log directories", from)
+	}
+	return nil
+}
+
+// runShmDump prints the committed records of the shared-memory log at path
+// (or only their number, with f.count); with follow it then prints new
+// ones until ctx is done.
+func runShmDump(ctx context.Context, stdout io.Writer, path string, f *dumpFlags, follow bool) error {
+	if err := checkShmFrom(f.from); err != nil {
+		return err
+	}
+	r, err := shmlog.OpenReader(path, nil)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	p := &shmPrinter{out: bufio.NewWriterSize(stdout, 64<<10), hex: f.hex}
+	var n uint64
+	for {
+		rec, ok, err := r.Next()
+		if err != nil {
+			p.out.Flush()
+			return fmt.Errorf("%s: stopped after %d records: %w", path, n, err)
+		}
+		if ok {
+			n++
+			if !f.count {
+				if err := p.print(rec); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if !follow {
+			break
+		}
+		if err := p.out.Flush(); err != nil {
+			return err
+		}
+		if err := r.Wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil // interrupted: a normal end
+			}
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if f.count {
+		fmt.Fprintf(p.out, "%d\n", n)
+	}
+	return p.out.Flush()
+}
