@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,7 +32,13 @@ func isShmFile(path string) bool {
 		return false
 	}
 	h, err := frame.DecodeFileHeader(b)
-	return err == nil && h.Kind == frame.FileShm
+	if err != nil {
+		// An appendlog file whose header is damaged: shmlog's decoder
+		// reports the damage with the file and the byte offset, which says
+		// more than "not a directory" would.
+		return !errors.Is(err, frame.ErrBadMagic)
+	}
+	return h.Kind == frame.FileShm
 }
 
 // runShmVerify checks every file and record of the shared-memory log at

@@ -112,6 +112,29 @@ func TestShmFileOtherKinds(t *testing.T) {
 	}
 }
 
+// TestShmFileDamagedHeader: a shared-memory log whose header page is
+// damaged is reported as damage naming the file and offset, not as "not a
+// directory".
+func TestShmFileDamagedHeader(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "shm")
+	shmAppend(t, file, 0, 10)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[17] ^= 0xff // the first sequence number, under the header CRC
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"verify", "dump", "tail"} {
+		r := runInProcess(cmd, file)
+		expect(t, r, 1, file, "offset")
+		if strings.Contains(r.stderr, "not a directory") {
+			t.Fatalf("%s of a damaged shared-memory log says %q", cmd, r.stderr)
+		}
+	}
+}
+
 // TestShmFileTailFollow: tail -f FILE prints the records there, then those
 // another process appends, and exits 0 on SIGINT.
 func TestShmFileTailFollow(t *testing.T) {
