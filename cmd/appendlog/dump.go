@@ -37,7 +37,7 @@ characters (no tabs, newlines or other control characters), else as
 lowercase hex; --hex prints every payload as hex, which is unambiguous.
 With --count, dump prints only the number of records from --from on.
 
-dump reads without locking and never changes the log. A torn tail (see
+dump reads a log directory without locking and never changes it. A torn tail (see
 "appendlog verify --help") ends the output with a note on stderr. A gap
 that "appendlog repair --force" recorded (records lost to damage) is named
 by a line on stderr where it falls, and dump goes on after it; --count
@@ -53,8 +53,9 @@ each line is
 
 with the position i<<32|o (file i, data offset o; see the shmlog package
 doc) in hex as shmlog writes it, e.g. 0x100000050. It prints the committed
-records in log order, padding over frames of writers that are gone;
---from is for log directories only. Damage ends it with exit status 1 and
+records in log order. Like every shmlog reader it takes a shared lock on
+FILE and pads over frames left unfinished by writers that are gone (which
+writes to the file); --from is for log directories only. Damage ends it with exit status 1 and
 a message naming the file and byte offset.`,
 		Example: `  appendlog dump /tmp/log | head
   appendlog dump --from 1000 --hex /tmp/log

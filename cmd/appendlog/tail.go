@@ -45,7 +45,7 @@ appends them, across segment rotations, until interrupted (exit status 0
 on SIGINT). It follows the files with inotify where the system has it,
 and looks again at least every 100ms in any case.
 
-tail reads without locking and never changes the log. A gap that
+tail reads a log directory without locking and never changes it. A gap that
 "appendlog repair --force" recorded is named on stderr where it falls.
 Exit status 1 means DIR is missing, not an appendlog log, or damaged (the
 message says where).
@@ -54,7 +54,9 @@ tail also reads a shared-memory log FILE (package shmlog), printing
 <pos><TAB><payload> lines as "appendlog dump FILE" does (see its help for
 the position); with -f it waits for writers to commit new records (on the
 log's wake word, a futex on Linux) until interrupted, exit status 0 on
-SIGINT. --from is for log directories only.`,
+SIGINT. Like every shmlog reader it takes a shared lock on FILE and pads
+over frames left unfinished by writers that are gone. --from is for log
+directories only.`,
 		Example: `  appendlog tail --from 1000 /tmp/log
   appendlog tail -f /tmp/log`,
 		Args: dirArg,
