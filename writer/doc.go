@@ -197,8 +197,9 @@
 // For many processes logging to one file, either give the file one writer
 // process and have the others send it their records (a pipe, a socket,
 // NewRing's io.Writer sink in the senders), or use the shared mmap log,
-// package shmlog (planned: many processes appending to one file through a
-// shared mapping, in one total order).
+// package shmlog: many processes append to one log through a shared
+// mapping, in one total order, with no lock and no system call per record
+// (Linux).
 //
 // # Reference strategies
 //
