@@ -365,6 +365,10 @@ func (l *Log) mapErr(err error) error {
 		return nil
 	case errors.Is(err, engine.ErrClosed):
 		return ErrClosed
+	case errors.Is(err, engine.ErrNilContext):
+		// Not a failure of the log: a call that reached the engine with a
+		// nil context (the entry points refuse one first).
+		return ErrNilContext
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
