@@ -94,7 +94,7 @@ errors.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &usageError{err}
 	})
-	for _, c := range []*cobra.Command{
+	cmds := []*cobra.Command{
 		newBenchCmd(),
 		newLoadCmd(),
 		newVerifyCmd(),
@@ -103,13 +103,25 @@ errors.`,
 		newShmCmd(started),
 		newStatCmd(),
 		newTailCmd(),
-	} {
+	}
+	for _, f := range registered {
+		cmds = append(cmds, f(started))
+	}
+	for _, c := range cmds {
 		c.Args = usageArgs(c.Args)
 		c.RunE = markStarted(started, c.RunE)
 		root.AddCommand(c)
 	}
 	return root
 }
+
+// registered holds the constructors of commands that add themselves with
+// register from their own file's init, so that a new command touches no
+// shared file.
+var registered []func(started *bool) *cobra.Command
+
+// register adds a command constructor; call it from an init function.
+func register(f func(started *bool) *cobra.Command) { registered = append(registered, f) }
 
 // markStarted wraps a RunE so that run can tell failures from usage errors.
 func markStarted(started *bool, f func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
