@@ -96,6 +96,13 @@ func newScanner(r io.Reader, base int64, maxPayload, bufSize int) *Scanner {
 	return &Scanner{r: r, maxPayload: maxPayload, bufSize: max(bufSize, HeaderSize), off: base, curOff: base}
 }
 
+// Reset makes s scan r from file offset base, as a new Scanner would, but
+// keeps the buffer s already owns, so that scanning many files one after
+// another allocates it once. maxPayload is unchanged.
+func (s *Scanner) Reset(r io.Reader, base int64) {
+	*s = Scanner{r: r, maxPayload: s.maxPayload, bufSize: s.bufSize, buf: s.buf[:cap(s.buf)], off: base, curOff: base}
+}
+
 // Next advances to the next frame of any kind and reports whether there is
 // one. It returns false at the end of the data, on damage or on a read
 // error; Err tells which, and Offset where the valid data ends.

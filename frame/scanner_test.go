@@ -347,3 +347,31 @@ func TestScannerZeroAllocs(t *testing.T) {
 		t.Fatalf("%v allocs per Next, want 0", a)
 	}
 }
+
+// TestScannerReset checks that a reset Scanner scans a second input as a new
+// one would, from its base offset, without allocating a new buffer.
+func TestScannerReset(t *testing.T) {
+	a := new(stream).records(300, 100)
+	b := new(stream).records(200, 50)
+	want := scanAll(t, NewScanner(bytes.NewReader(b.b), 4096, 0))
+
+	s := NewScanner(bytes.NewReader(a.b), 0, 0)
+	if first := scanAll(t, s); len(first.frames) != 300 || first.err != nil {
+		t.Fatalf("first input: %d frames, err %v", len(first.frames), first.err)
+	}
+	buf := &s.buf[0]
+	s.Reset(bytes.NewReader(b.b), 4096)
+	got := scanAll(t, s)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after Reset scanned %d frames ending at %d (err %v), want %d ending at %d (err %v)",
+			len(got.frames), got.end, got.err, len(want.frames), want.end, want.err)
+	}
+	if &s.buf[0] != buf {
+		t.Fatal("Reset dropped the buffer it owned")
+	}
+	if a := testing.AllocsPerRun(100, func() {
+		s.Reset(bytes.NewReader(b.b[:0]), 0)
+	}); a > 1 { // the bytes.Reader escapes; the Scanner adds nothing
+		t.Fatalf("%v allocs per Reset", a)
+	}
+}
