@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -136,6 +137,42 @@ func checkFile(c *checker, path string) error {
 	}
 	return nil
 }
+
+// checkDir feeds every file in dir to c, in the order of their names: a
+// rotated log's backups (name-<time>.ext, the time sortable) come before
+// the current file (name.ext, '.' > '-').
+func checkDir(c *checker, dir string) error {
+	ents, err := os.ReadDir(dir) // sorted by name
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := checkFile(c, filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// countSink is the do-nothing sink that measures the writer rather than
+// the harness: it adds up the bytes and counts the calls, nothing else.
+// Atomic adds make it safe for the one-Write-per-record baseline, whose
+// producers call it concurrently; a buffering writer calls it once per
+// batch. What it cannot check (content and order) a separate verifying
+// run of the same shape through the checkSink does (see asyncVerify).
+type countSink struct {
+	bytes atomic.Uint64
+	calls atomic.Uint64
+}
+
+func (s *countSink) Write(p []byte) (int, error) {
+	s.bytes.Add(uint64(len(p)))
+	s.calls.Add(1)
+	return len(p), nil
+}
+
+// Sync does nothing: there is nothing to make durable.
+func (s *countSink) Sync() error { return nil }
 
 // checkSink is the do-nothing sink of the writer benchmarks: it keeps
 // nothing, but checks the stream as it arrives (a few ns per record, the
