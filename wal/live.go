@@ -8,8 +8,10 @@ import (
 	"hash/crc32"
 	"io"
 	"sync/atomic"
+	"time"
 
 	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/sys"
 )
 
 // Visibility says which records a Reader of an open Log may see.
@@ -69,7 +71,7 @@ func (l *Log) NewReader(from uint64, opts *ReaderOptions) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{dir: l.dir, from: from, maxRec: l.maxRec, liveState: liveState{l: l, vis: &l.w.written, ls: ls}}
+	r := &Reader{dir: l.dir, from: from, maxRec: l.maxRec, liveState: liveState{l: l, tab: l.segs, vis: &l.w.written, ls: ls}}
 	if vis == ReadDurable {
 		r.vis = &l.w.durable
 	}
@@ -79,12 +81,20 @@ func (l *Log) NewReader(from uint64, opts *ReaderOptions) (*Reader, error) {
 	return r, nil
 }
 
-// liveState is the part of a Reader that follows an open Log.
+// liveState is the part of a Reader that follows an open Log, or, for a
+// Reader from OpenReader once Wait was called, a log another process
+// writes.
 type liveState struct {
 	// l is the open Log followed; nil for a Reader from OpenReader.
 	l *Log
+	// tab lists the segments read: l.segs, or the follower's own table.
+	// nil while a Reader from OpenReader reads with its scanner.
+	tab *segTable
+	// fol is set for a Reader from OpenReader that follows the files.
+	fol *followState
 	// vis is the visibility frontier: the sequence number after the last
-	// visible record (the segWriter's written or durable).
+	// visible record (the segWriter's written or durable); nil for a
+	// follower, which sees every whole record in the files.
 	vis *atomic.Uint64
 	// ls is the segment read, with a reference held; off is the offset of
 	// the next frame in it.
@@ -108,8 +118,14 @@ func (r *Reader) nextLive() bool {
 		return false
 	}
 	for {
-		limit := r.vis.Load()
-		if r.expect >= limit {
+		if r.ls == nil {
+			// A follower of a log that had no segment yet.
+			if !r.followStart() {
+				return false
+			}
+			continue
+		}
+		if r.vis != nil && r.expect >= r.vis.Load() {
 			return false
 		}
 		if end := r.ls.end.Load(); end != 0 && r.expect >= end {
@@ -135,9 +151,18 @@ func (r *Reader) nextLive() bool {
 			continue
 		}
 		r.hinted = false
+		if err != nil && r.fol != nil {
+			r.followDamage(err)
+			return false
+		}
 		if err != nil {
 			r.finish(r.corrupt(r.off, err))
 			return false
+		}
+		if fr.Kind == frame.KindFooter && r.fol != nil && r.ls.end.Load() == 0 {
+			// The writer sealed the segment: the next one starts here.
+			r.ls.end.Store(r.expect)
+			continue
 		}
 		if cnt, ok := decodeGap(fr); ok {
 			g := GapError{Segment: r.ls.name, Offset: r.off, First: fr.Seq, End: fr.Seq + cnt}
@@ -235,14 +260,33 @@ func (r *Reader) frameAt(off int64) (frame.Frame, int, error) {
 	return fr, n, nil
 }
 
-// advance moves to the segment after the current one, which ended.
+// advance moves to the segment after the current one, which ended. A
+// follower whose next segment is not named yet stays where it is.
 func (r *Reader) advance() bool {
-	next, err := r.l.segs.acquire(r.ls.end.Load())
+	end := r.ls.end.Load()
+	if r.fol != nil {
+		if err := r.tab.refresh(); err != nil {
+			r.finish(err)
+			return false
+		}
+	}
+	next, err := r.tab.acquire(end)
 	if err != nil {
 		r.finish(err)
 		return false
 	}
-	r.l.segs.release(r.ls)
+	if next.firstSeq != end {
+		// Only a follower gets here: the segment after this one is not
+		// listed yet (the writer names it after sealing this one), or it
+		// is missing.
+		later := r.tab.after(next.firstSeq)
+		r.tab.release(next)
+		if later {
+			r.finish(r.corrupt(r.off, fmt.Errorf("gap in the log: %s ends before seq %d, but no segment starts there (a segment is missing)", r.ls.name, end)))
+		}
+		return false
+	}
+	r.tab.release(r.ls)
 	r.ls = next
 	r.cur = segInfo{name: next.name, firstSeq: next.firstSeq}
 	r.off = headerPage
@@ -254,14 +298,22 @@ func (r *Reader) advance() bool {
 // failed. While it waits, the flusher hands new records to the OS at once
 // (with ReadDurable, syncs them at once), so a record appended to an idle
 // log reaches a waiting Reader without waiting for FlushInterval. A nil
-// ctx is ErrNilContext. Wait on a Reader from OpenReader returns an error:
-// nobody appends to a stopped log.
+// ctx is ErrNilContext.
+//
+// On a Reader from OpenReader, Wait follows the files of a log that
+// another process (or another Log in this process) writes: see Following
+// in OpenReader's documentation. It returns once the files hold something
+// past the Reader's position (Next then returns the next record, or
+// reports a gap, damage or a *TruncatedError), ctx is done, or the
+// Reader's end is final (an error: Err). It may also return after a
+// change that turns out to hold no whole record; Next then returns false
+// and Err nil, and the caller waits again.
 func (r *Reader) Wait(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: Wait", ErrNilContext)
 	}
 	if r.l == nil {
-		return errors.New("wal: Wait: the Reader reads a stopped log (OpenReader); use Log.NewReader to follow an open one")
+		return r.waitFollow(ctx)
 	}
 	if r.done {
 		return r.Err()
@@ -281,12 +333,22 @@ func (r *Reader) Wait(ctx context.Context) error {
 	return l.mapErr(l.eng.AwaitAtLeast(ctx, r.vis, want))
 }
 
-// closeLive releases the Reader's segment.
-func (r *Reader) closeLive() {
+// closeLive releases the Reader's segment, and a follower's table and
+// watcher.
+func (r *Reader) closeLive() error {
 	if r.ls != nil {
-		r.l.segs.release(r.ls)
+		r.tab.release(r.ls)
 		r.ls = nil
 	}
+	if r.fol == nil {
+		return nil
+	}
+	r.tab.close()
+	if w := r.fol.w; w != nil {
+		r.fol.w = nil
+		return w.Close()
+	}
+	return nil
 }
 
 // String returns the visibility's name, e.g. "durable".
@@ -298,4 +360,206 @@ func (v Visibility) String() string {
 		return "durable"
 	}
 	return fmt.Sprintf("Visibility(%d)", int(v))
+}
+
+// _followPoll bounds how long a follower's Wait sleeps without a change
+// event before it looks at the files again: the fallback where inotify is
+// missing or an event is lost, and how long a cancelled ctx may go
+// unnoticed while Wait sleeps.
+const _followPoll = 100 * time.Millisecond
+
+// followState is a Reader's state while it follows the files of a log
+// that another process writes (OpenReader, then Wait).
+type followState struct {
+	// w reports changes in the log directory; nil where it cannot be
+	// watched (Wait then polls every _followPoll).
+	w *sys.Watcher
+	// listed is set once the table was refreshed since the Reader last
+	// found nothing new, so Wait rereads the directory only after a
+	// change.
+	listed bool
+}
+
+// waitFollow is Wait for a Reader from OpenReader.
+func (r *Reader) waitFollow(ctx context.Context) error {
+	if r.done && r.fol == nil {
+		if r.err != nil {
+			return r.err
+		}
+		if err := r.startFollow(); err != nil {
+			r.finish(err)
+			return err
+		}
+	}
+	if r.tab == nil {
+		// The scanner has not reached the end yet: Next has more.
+		return nil
+	}
+	for {
+		if r.done {
+			if err := r.Err(); err != nil {
+				return err
+			}
+			return ErrClosed
+		}
+		if r.gap != nil || r.pending() {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d := _followPoll
+		if dl, ok := ctx.Deadline(); ok {
+			d = max(min(d, time.Until(dl)), time.Millisecond)
+		}
+		if w := r.fol.w; w != nil {
+			changed, err := w.Wait(d)
+			if err != nil {
+				return fmt.Errorf("wal: follow %s: %w", r.dir, err)
+			}
+			if !changed {
+				r.fol.listed = false // the fallback poll: look at everything again
+			}
+			continue
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+			r.fol.listed = false
+		}
+	}
+}
+
+// startFollow turns a Reader from OpenReader that read to the end of the
+// files into a follower at the same position: the next record is r.expect,
+// at byte r.dataEnd of segment r.cur if it is there.
+func (r *Reader) startFollow() error {
+	fol := &followState{}
+	if w, err := sys.WatchDir(r.dir); err == nil {
+		fol.w = w
+	}
+	r.fol = fol
+	r.tab = &segTable{fsys: r.fsys, dir: r.dir, maxRec: r.maxRec, sealedOnly: true}
+	r.done, r.torn, r.rec = false, nil, nil
+	if err := r.tab.refresh(); err != nil {
+		return err
+	}
+	if r.expect == 0 {
+		return nil // no segment yet: followStart positions the Reader when one appears
+	}
+	return r.position(r.cur.name, r.dataEnd)
+}
+
+// followStart positions a follower that started on a log with no segment
+// at its first record, once there is one. It reports whether it did.
+func (r *Reader) followStart() bool {
+	if err := r.tab.refresh(); err != nil {
+		r.finish(err)
+		return false
+	}
+	first := r.tab.first.Load()
+	if first == 0 {
+		return false
+	}
+	r.expect = first
+	if err := r.position("", 0); err != nil {
+		r.finish(err)
+		return false
+	}
+	return true
+}
+
+// position places a follower before record r.expect: at byte off of
+// segment seg if that is where the record is, else found through the
+// segment's index.
+func (r *Reader) position(seg string, off int64) error {
+	ls, err := r.tab.acquire(r.expect)
+	if err != nil {
+		return err
+	}
+	r.ls = ls
+	r.cur = segInfo{name: ls.name, firstSeq: ls.firstSeq}
+	switch {
+	case ls.firstSeq == r.expect:
+		r.off = headerPage
+	case ls.name == seg && off >= headerPage:
+		r.off = off
+	default:
+		// Records before r.expect were returned already: skip them again.
+		r.from = max(r.from, r.expect)
+		r.off, r.expect = ls.seek(r.tab, r.expect, ^uint64(0), r.maxRec)
+		r.hinted = r.off != headerPage
+	}
+	return nil
+}
+
+// pending reports whether a follower's files hold something past its
+// position: a whole frame at it, the next segment, or damage that Next
+// must report. It lists the directory only at a segment's end, and only
+// once per change.
+func (r *Reader) pending() bool {
+	if r.ls == nil {
+		if r.fol.listed {
+			return false
+		}
+		r.fol.listed = true
+		if err := r.tab.refresh(); err != nil {
+			r.finish(err)
+			return true
+		}
+		return r.tab.first.Load() != 0
+	}
+	if end := r.ls.end.Load(); end != 0 && r.expect >= end {
+		if r.fol.listed {
+			return false
+		}
+		r.fol.listed = true
+		if err := r.tab.refresh(); err != nil {
+			r.finish(err)
+			return true
+		}
+		if !r.tab.after(r.ls.firstSeq) {
+			return false
+		}
+		return true // the next segment, or a missing one that Next names
+	}
+	r.fol.listed = false
+	if _, _, err := r.frameAt(r.off); err != nil {
+		return r.followFinal(err)
+	}
+	return true
+}
+
+// followDamage handles a frame that does not decode at a follower's
+// position: the end of what the writer wrote so far (zeros, a frame being
+// written), or damage. It reports whether the Reader stopped.
+func (r *Reader) followDamage(err error) bool {
+	if r.followFinal(err) {
+		r.finish(r.corrupt(r.off, err))
+		return true
+	}
+	return false
+}
+
+// followFinal reports whether the frame at a follower's position, which
+// failed to decode with err, is damage rather than the end of what was
+// written: it is in a segment with a successor (sealed: every byte of it
+// written and synced), the segment's durable mark lies past it, or
+// reading failed.
+func (r *Reader) followFinal(err error) bool {
+	var d *frame.Damage
+	if !errors.As(err, &d) {
+		return true // an I/O error
+	}
+	if r.ls.end.Load() != 0 {
+		return true
+	}
+	if errors.Is(err, frame.ErrZeroed) || errors.Is(err, frame.ErrTruncated) {
+		return false
+	}
+	_, mark, herr := readHeader(r.ls.f)
+	return herr != nil || mark.DurableEnd > r.off
 }

@@ -15,9 +15,9 @@ import (
 // Reader reads a log's records in sequence order. A Reader from
 // Log.NewReader follows an open log (see NewReader and the package
 // documentation's Reading section). A Reader from OpenReader takes no lock
-// and never writes: it is meant for a closed log (dump, verify, tests) or
-// a log whose writer has stopped, and reads with ReadAt, never a mapping.
-// A Reader is not safe for concurrent use.
+// and never writes: it reads a closed log (dump, verify, tests) with
+// ReadAt, and with Wait follows a log another process writes (see
+// OpenReader). A Reader is not safe for concurrent use.
 //
 // It checks as it goes: every frame's checksum, consecutive sequence numbers
 // across segments, and each sealed segment's footer. Damage in the unsealed
@@ -89,6 +89,38 @@ type TornTail struct {
 // OpenReader returns a Reader positioned before the first record whose
 // sequence number is at least from. A directory that is not a log is a
 // *NotLogError (see Open).
+//
+// Following. Next returns false at the end of what the files hold. Wait
+// then follows the log as another process (or another Log in this
+// process) appends to it, and Next goes on from there:
+//
+//	r, err := wal.OpenReader(dir, from, nil)
+//	for {
+//		for r.Next() {
+//			use(r.Seq(), r.Record())
+//		}
+//		if err := r.Err(); err != nil && !wal.IsGap(err) {
+//			return err // damage, or a *TruncatedError
+//		}
+//		if err := r.Wait(ctx); err != nil {
+//			return err
+//		}
+//	}
+//
+// A following Reader is woken by change events on the directory (inotify
+// on Linux) and looks at the files at least every 100ms in any case. It
+// sees a record once the writer handed it to the OS: a power cut can take
+// back what it saw above the writer's durable mark. It reads the active
+// segment with ReadAt and maps a segment only once it is sealed, whose
+// size never changes again, so a writer that seals, closes or recovers the
+// log never makes it touch bytes past a file's end: no SIGBUS. It moves to
+// the next segment once the writer named it (after sealing the previous
+// one durably). A segment that retention deletes under it is finished
+// from its open file or mapping; the segment after it, if deleted too, is
+// a *TruncatedError naming the first record left. A frame that does not
+// decode where the writer has not written yet (zeros, a frame being
+// written) is waited on; one that the segment's durable mark covers, or in
+// a sealed segment, is a *CorruptionError.
 func OpenReader(dir string, from uint64, opts *Options) (*Reader, error) {
 	o := opts.withDefaults()
 	if err := o.validate(); err != nil {
@@ -114,7 +146,7 @@ func OpenReader(dir string, from uint64, opts *Options) (*Reader, error) {
 // on error, or at a recorded gap (see Err); after a gap, Next continues
 // with the record after it.
 func (r *Reader) Next() bool {
-	if r.l != nil {
+	if r.tab != nil {
 		return r.nextLive()
 	}
 	r.gap = nil
@@ -401,14 +433,15 @@ func (r *Reader) NextSeq() uint64 { return r.expect }
 // Close releases the Reader's file, or its segment and mapping.
 func (r *Reader) Close() error {
 	r.done = true
-	if r.l != nil {
-		r.closeLive()
-		return nil
+	var err error
+	if r.tab != nil {
+		err = r.closeLive()
 	}
 	if r.f != nil {
-		err := r.f.Close()
+		if cerr := r.f.Close(); err == nil {
+			err = cerr
+		}
 		r.f, r.sc = nil, nil
-		return err
 	}
-	return nil
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -34,6 +35,10 @@ type segTable struct {
 	// activeLen is the least mapping length of an active segment: it may
 	// grow to SegmentSize plus one record and a footer.
 	activeLen int64
+	// sealedOnly maps only sealed segments: a follower's table (see
+	// refresh), whose active segment another process may truncate when it
+	// seals or closes it, and is read with ReadAt.
+	sealedOnly bool
 
 	mu struct {
 		sync.Mutex
@@ -151,6 +156,11 @@ func (t *segTable) acquire(seq uint64) (*liveSeg, error) {
 	s := segs[k]
 	if s.f == nil {
 		f, err := t.fsys.OpenFile(filepath.Join(t.dir, s.name), os.O_RDONLY, 0)
+		if err != nil && t.sealedOnly && k+1 < len(segs) && errors.Is(err, fs.ErrNotExist) {
+			// A follower's table lists a segment that retention has deleted
+			// since.
+			return nil, &TruncatedError{Seq: seq, First: segs[k+1].firstSeq}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("wal: open %s for reading: %w", s.name, err)
 		}
@@ -170,7 +180,7 @@ func (t *segTable) acquire(seq uint64) (*liveSeg, error) {
 // a Reader touches only the bytes of visible records. REQUIRES: t.mu held.
 func (t *segTable) mapSeg(s *liveSeg) error {
 	mp, ok := s.f.(vfs.Mapper)
-	if !ok {
+	if !ok || t.sealedOnly && s.end.Load() == 0 {
 		return nil
 	}
 	size, err := s.f.Size()
@@ -213,6 +223,60 @@ func (t *segTable) releaseLocked(s *liveSeg) {
 		_ = s.f.Close() // read-only: nothing to lose
 		s.f = nil
 	}
+}
+
+// refresh brings a follower's table up to the segments in the directory:
+// a segment that appeared is added, one that is gone (deleted by
+// retention; Readers in it keep their reference) is dropped, and a
+// segment with a successor is sealed: its end is the successor's first
+// sequence number. It never changes a listed segment's file or mapping.
+func (t *segTable) refresh() error {
+	segs, _, _, err := listSegments(t.fsys, t.dir)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.closed {
+		return ErrClosed
+	}
+	old := t.mu.segs
+	next := make([]*liveSeg, 0, len(segs))
+	i := 0
+	for _, s := range segs {
+		for i < len(old) && old[i].firstSeq < s.firstSeq {
+			t.releaseLocked(old[i])
+			i++
+		}
+		if i < len(old) && old[i].firstSeq == s.firstSeq {
+			next = append(next, old[i])
+			i++
+			continue
+		}
+		next = append(next, &liveSeg{firstSeq: s.firstSeq, name: s.name, refs: 1})
+	}
+	for ; i < len(old); i++ {
+		t.releaseLocked(old[i])
+	}
+	for k := 0; k+1 < len(next); k++ {
+		if next[k].end.Load() == 0 {
+			next[k].end.Store(next[k+1].firstSeq)
+		}
+	}
+	t.mu.segs = next
+	if len(next) > 0 {
+		t.first.Store(next[0].firstSeq)
+	}
+	return nil
+}
+
+// after reports whether the table lists a segment after the one whose
+// first record is seq.
+func (t *segTable) after(seq uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	segs := t.mu.segs
+	return len(segs) > 0 && segs[len(segs)-1].firstSeq > seq
 }
 
 // close drops the table's references (Log.Close). Readers keep theirs.
