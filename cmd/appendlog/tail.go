@@ -6,23 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/appendlog/appendlog/frame"
-	"github.com/appendlog/appendlog/internal/sys"
 	"github.com/appendlog/appendlog/wal"
 )
-
-// _tailPoll bounds how long tail -f waits for an inotify event before it
-// looks at the log again anyway (and how long an interrupt may wait).
-const _tailPoll = 100 * time.Millisecond
 
 type tailFlags struct {
 	from   uint64
@@ -77,7 +68,7 @@ directories only.`,
 }
 
 // runFollow prints the records from f.from on and follows the log until
-// ctx is done.
+// ctx is done: a wal.Reader from OpenReader whose Wait follows the files.
 func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, f *tailFlags) error {
 	if isShmFile(dir) {
 		return runShmDump(ctx, stdout, dir, &dumpFlags{from: f.from, hex: f.hex}, true)
@@ -85,190 +76,39 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, f *tai
 	if err := checkDir(dir); err != nil {
 		return err
 	}
-	w, err := sys.WatchDir(dir)
+	r, err := wal.OpenReader(dir, f.from, nil)
 	if err != nil {
-		return fmt.Errorf("%s: watch: %w", dir, err)
-	}
-	defer w.Close()
-	fo := &follower{dir: dir, next: f.from, hex: f.hex, out: bufio.NewWriterSize(stdout, 64<<10), stderr: stderr}
-	for {
-		if err := fo.catchUp(); err != nil {
-			fo.out.Flush()
-			return err
-		}
-		if err := fo.out.Flush(); err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return nil // interrupted: a normal end
-		}
-		if _, err := w.Wait(_tailPoll); err != nil {
-			return fmt.Errorf("%s: %w", dir, err)
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-	}
-}
-
-// follower reads the records a writer appends to a log, from where it
-// stopped: segment seg at byte offset off, where record next starts. With
-// seg empty it does not know where that is and reads the log through
-// wal.OpenReader (which also handles gaps and damage).
-type follower struct {
-	dir    string
-	seg    string
-	off    int64
-	next   uint64
-	hex    bool
-	out    *bufio.Writer
-	stderr io.Writer
-	line   []byte
-	buf    []byte
-	// gapEnd is the end of the last gap named on stderr.
-	gapEnd uint64
-	// awaiting is set when seg is the successor of a sealed segment, which
-	// may not be renamed into place yet.
-	awaiting bool
-}
-
-func (fo *follower) print(seq uint64, p []byte) error {
-	fo.line = strconv.AppendUint(fo.line[:0], seq, 10)
-	fo.line = append(fo.line, '\t')
-	fo.line = appendPayload(fo.line, p, fo.hex)
-	fo.line = append(fo.line, '\n')
-	_, err := fo.out.Write(fo.line)
-	return err
-}
-
-// catchUp prints every complete record past the last one printed.
-func (fo *follower) catchUp() error {
-	if fo.seg == "" {
-		return fo.readThrough()
-	}
-	for {
-		more, err := fo.scanSegment()
-		if err != nil || !more {
-			return err
-		}
-	}
-}
-
-// readThrough reads the log from fo.next to its current end with a
-// wal.Reader and remembers where the last record ended.
-func (fo *follower) readThrough() error {
-	// Read from the record before the next one too (without printing it):
-	// its end is where the next record starts, so the follower knows where
-	// to go on from even when there is no new record yet.
-	want, from := fo.next, fo.next
-	if from > 1 {
-		from--
-	}
-	r, err := wal.OpenReader(fo.dir, from, nil)
-	if err != nil {
-		return describeVerifyError(fo.dir, err)
+		return describeVerifyError(dir, err)
 	}
 	defer r.Close()
+	out := bufio.NewWriterSize(stdout, 64<<10)
+	var line []byte
 	for {
-		if !r.Next() {
-			var g *wal.GapError
-			if !errors.As(r.Err(), &g) {
-				break
-			}
-			if g.End <= want || g.End <= fo.gapEnd {
-				continue // before the records asked for, or named already
-			}
-			if err := fo.out.Flush(); err != nil {
+		for r.Next() {
+			line = strconv.AppendUint(line[:0], r.Seq(), 10)
+			line = append(line, '\t')
+			line = appendPayload(line, r.Record(), f.hex)
+			line = append(line, '\n')
+			if _, err := out.Write(line); err != nil {
 				return err
 			}
-			fmt.Fprintf(fo.stderr, "appendlog tail: %s: gap: %s lost to damage and cut by \"appendlog repair --force\" (recorded at byte offset %d of segment %s)\n",
-				fo.dir, g.Range(), g.Offset, g.Segment)
-			fo.next, fo.seg, fo.gapEnd = g.End, "", g.End // the position after a gap is the Reader's
-			continue
 		}
-		if r.Seq() < want {
-			if r.Seq() == want-1 {
-				seg, off := r.Position()
-				fo.seg, fo.off = seg, off+int64(frame.Size(len(r.Record())))
-			}
-			continue
-		}
-		if err := fo.print(r.Seq(), r.Record()); err != nil {
+		if err := out.Flush(); err != nil {
 			return err
 		}
-		seg, off := r.Position()
-		fo.seg, fo.off, fo.next = seg, off+int64(frame.Size(len(r.Record()))), r.Seq()+1
-	}
-	if err := r.Err(); err != nil {
-		return fmt.Errorf("%s: stopped before seq %d: %w", fo.dir, fo.next, err)
-	}
-	return nil
-}
-
-// scanSegment prints the complete records in fo.seg from fo.off on. It
-// returns more true when the segment was sealed and the follower moved to
-// the next one. Anything but the next record or a footer (a gap, a frame
-// out of place) sends it back to readThrough; a frame not complete yet ends
-// the scan until the next change.
-func (fo *follower) scanSegment() (more bool, err error) {
-	f, err := os.Open(filepath.Join(fo.dir, fo.seg))
-	if errors.Is(err, fs.ErrNotExist) && fo.awaiting {
-		return false, nil // the writer has not named it yet
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		// Deleted by retention, or renamed by a repair: start over.
-		fo.seg = ""
-		return false, fo.readThrough()
-	}
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", fo.dir, err)
-	}
-	defer f.Close()
-	fo.awaiting = false
-	if fo.buf == nil {
-		fo.buf = make([]byte, 1<<20)
-	}
-	for {
-		n, rerr := f.ReadAt(fo.buf, fo.off)
-		if rerr != nil && !errors.Is(rerr, io.EOF) {
-			return false, fmt.Errorf("%s: read %s: %w", fo.dir, fo.seg, rerr)
+		var g *wal.GapError
+		if err := r.Err(); errors.As(err, &g) {
+			fmt.Fprintf(stderr, "appendlog tail: %s: gap: %s lost to damage and cut by \"appendlog repair --force\" (recorded at byte offset %d of segment %s)\n",
+				dir, g.Range(), g.Offset, g.Segment)
+			continue
+		} else if err != nil {
+			return fmt.Errorf("%s: stopped before seq %d: %w", dir, r.NextSeq(), err)
 		}
-		b := fo.buf[:n]
-		p := 0
-		for p < len(b) {
-			fr, size, derr := frame.Decode(b[p:])
-			if errors.Is(derr, frame.ErrTruncated) && n == len(fo.buf) {
-				if p == 0 {
-					// One frame larger than the buffer: grow it.
-					fo.buf = make([]byte, 2*len(fo.buf))
-				}
-				break
+		if err := r.Wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil // interrupted: a normal end
 			}
-			if derr != nil {
-				// Zeros past the end, or a frame not completely written.
-				fo.off += int64(p)
-				return false, nil
-			}
-			switch {
-			case fr.Kind == frame.KindRecord && fr.Seq == fo.next:
-				if err := fo.print(fr.Seq, fr.Payload); err != nil {
-					return false, err
-				}
-				fo.next++
-				p += size
-			case fr.Kind == frame.KindFooter && fr.Seq == fo.next:
-				// Sealed: the next segment starts at record next.
-				fo.seg, fo.off, fo.awaiting = fmt.Sprintf("%020d.seg", fo.next), frame.FileHeaderSize, true
-				return true, nil
-			default:
-				fo.off += int64(p)
-				fo.seg = ""
-				return false, fo.readThrough()
-			}
-		}
-		fo.off += int64(p)
-		if n < len(fo.buf) && p == len(b) {
-			return false, nil
+			return fmt.Errorf("%s: %w", dir, err)
 		}
 	}
 }
