@@ -374,9 +374,9 @@ type followState struct {
 	// w reports changes in the log directory; nil where it cannot be
 	// watched (Wait then polls every _followPoll).
 	w *sys.Watcher
-	// listed is set once the table was refreshed since the Reader last
-	// found nothing new, so Wait rereads the directory only after a
-	// change.
+	// listed is set once the table was refreshed at a segment's end, and
+	// cleared by each change event (and poll): Wait rereads the directory
+	// once per change.
 	listed bool
 }
 
@@ -413,13 +413,10 @@ func (r *Reader) waitFollow(ctx context.Context) error {
 			d = max(min(d, time.Until(dl)), time.Millisecond)
 		}
 		if w := r.fol.w; w != nil {
-			changed, err := w.Wait(d)
-			if err != nil {
+			if _, err := w.Wait(d); err != nil {
 				return fmt.Errorf("wal: follow %s: %w", r.dir, err)
 			}
-			if !changed {
-				r.fol.listed = false // the fallback poll: look at everything again
-			}
+			r.fol.listed = false // a change, or the fallback poll: look again
 			continue
 		}
 		t := time.NewTimer(d)
