@@ -92,6 +92,10 @@ type liveState struct {
 	tab *segTable
 	// fol is set for a Reader from OpenReader that follows the files.
 	fol *followState
+	// followPoll is a follower's fallback poll interval; 0 means
+	// _followPoll. Tests set it to prove that change events alone wake
+	// the follower.
+	followPoll time.Duration
 	// vis is the visibility frontier: the sequence number after the last
 	// visible record (the segWriter's written or durable); nil for a
 	// follower, which sees every whole record in the files.
@@ -409,6 +413,9 @@ func (r *Reader) waitFollow(ctx context.Context) error {
 			return err
 		}
 		d := _followPoll
+		if r.followPoll > 0 {
+			d = r.followPoll
+		}
 		if dl, ok := ctx.Deadline(); ok {
 			d = max(min(d, time.Until(dl)), time.Millisecond)
 		}
