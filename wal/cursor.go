@@ -482,7 +482,8 @@ func (c *Cursor) checkAck(seq, floor uint64) error {
 // *GapError; the cursor acks its sequence numbers, which will never be
 // delivered, and the next call goes on after it. A committed position that
 // retention deleted (Retention.IgnoreCursors) is a *TruncatedError naming
-// the first record available. Cancelling ctx abandons the wait; a nil ctx
+// the first record available, returned again by every call until Seek
+// moves the cursor. Cancelling ctx abandons the wait; a nil ctx
 // is ErrNilContext. Next is for one goroutine at a time, and must not run
 // concurrently with Close.
 func (c *Cursor) Next(ctx context.Context) (seq uint64, rec []byte, err error) {
@@ -517,6 +518,59 @@ func (c *Cursor) Next(ctx context.Context) (seq uint64, rec []byte, err error) {
 			return 0, nil, err
 		}
 	}
+}
+
+// Seek moves the cursor to seq and checkpoints it: Next delivers record
+// seq next, and the committed position is seq, as if every record below
+// seq was acked and none from seq on. Forward, it skips records; backward,
+// it delivers them again. It is how a consumer goes on after Next
+// returned a *TruncatedError (its position was deleted, by retention with
+// Retention.IgnoreCursors or by TruncateFront):
+//
+//	_, _, err := c.Next(ctx)
+//	var te *wal.TruncatedError
+//	if errors.As(err, &te) {
+//		err = c.Seek(te.First) // skip what was deleted, knowingly
+//	}
+//
+// seq below FirstSeq is a *TruncatedError naming the first record
+// available, and seq past NextSeq is ErrNotAppended; the cursor is then
+// unchanged. Seek writes the checkpoint before it returns (clamped, as
+// every checkpoint is, to the durable records), so a cursor moved back is
+// kept from retention from then on (a deletion already under way may still
+// remove seq: Next then reports a *TruncatedError again). Acks of records from seq on made before
+// Seek are forgotten. Seek must not run concurrently with Next, Ack or
+// Close.
+func (c *Cursor) Seek(seq uint64) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	l := c.l
+	if err := l.mapErr(l.eng.Err()); err != nil {
+		return err
+	}
+	s := &l.cursors
+	s.write.Lock()
+	defer s.write.Unlock()
+	if first := l.FirstSeq(); seq < first {
+		return fmt.Errorf("wal: cursor %q: seek: %w", c.name, &TruncatedError{Seq: seq, First: first})
+	}
+	next := l.NextSeq()
+	if seq > next {
+		return fmt.Errorf("%w: cursor %q: seek to %d (next is %d)", ErrNotAppended, c.name, seq, next)
+	}
+	if c.r != nil {
+		c.r.Close()
+		c.r = nil
+	}
+	for i := range c.slots {
+		c.slots[i].Store(0)
+	}
+	c.floor.Store(seq)
+	c.next = seq
+	c.appended.Store(next)
+	c.err = c.writeCheckpoint(min(seq, l.DurableSeq()+1))
+	return c.err
 }
 
 // ackGap acks the sequence numbers of a recorded gap, as far as the ack

@@ -679,3 +679,71 @@ func TestCursorNextAcksGaps(t *testing.T) {
 		t.Fatalf("%d gaps, committed %d; want 1 gap and %d", gaps, c.Committed(), lost+10)
 	}
 }
+
+// TestCursorSeek: after Next reported a deleted position, Seek to the
+// first record available goes on from there, durably; Seek back delivers
+// records again and forgets acks made before it; a seek below FirstSeq
+// or past NextSeq is refused and changes nothing.
+func TestCursorSeek(t *testing.T) {
+	dir := t.TempDir()
+	o := &Options{SegmentSize: 64 << 10, Retention: Retention{IgnoreCursors: true}}
+	l := mustOpen(t, dir, o)
+	c, err := l.Cursor("c")
+	noErr(t, err)
+	ctx := context.Background()
+	appendRecs(t, l, 3000)
+	noErr(t, l.Sync(ctx))
+	noErr(t, l.TruncateFront(l.NextSeq()))
+	first := l.FirstSeq()
+	_, _, err = c.Next(ctx)
+	var te *TruncatedError
+	if !errors.As(err, &te) {
+		t.Fatalf("Next at a deleted position: %v", err)
+	}
+	if err := c.Seek(first - 1); !errors.As(err, &te) || te.First != first {
+		t.Fatalf("Seek below FirstSeq: %v, want a *TruncatedError naming %d", err, first)
+	}
+	if err := c.Seek(l.NextSeq() + 1); !errors.Is(err, ErrNotAppended) {
+		t.Fatalf("Seek past NextSeq: %v, want ErrNotAppended", err)
+	}
+	noErr(t, c.Seek(te.First))
+	if got, err := readCursorFile(o.fsys0(), dir, "c"); err != nil || c.Committed() != first || got != first {
+		t.Fatalf("committed %d, checkpoint %d (%v) after Seek(%d)", c.Committed(), got, err, first)
+	}
+	for want := first; want < first+5; want++ {
+		seq, _, err := c.Next(ctx)
+		noErr(t, err)
+		if seq != want {
+			t.Fatalf("Next after Seek = %d, want %d", seq, want)
+		}
+		noErr(t, c.Ack(seq))
+	}
+	if c.Committed() != first+5 {
+		t.Fatalf("committed %d after acking 5 from %d", c.Committed(), first)
+	}
+	noErr(t, c.Commit(ctx))
+	// Back: record first+1 was acked before, and must not count now.
+	noErr(t, c.Seek(first))
+	noErr(t, c.Ack(first+1))
+	if c.Committed() != first {
+		t.Fatalf("committed %d after Seek back to %d and an ack of %d", c.Committed(), first, first+1)
+	}
+	if seq, _, err := c.Next(ctx); err != nil || seq != first {
+		t.Fatalf("Next after Seek back = %d, %v; want %d", seq, err, first)
+	}
+	// The position is checkpointed: a reopened cursor resumes there.
+	noErr(t, c.Close())
+	noErr(t, l.Close())
+	l = mustOpen(t, dir, o)
+	defer l.Close()
+	c, err = l.Cursor("c")
+	noErr(t, err)
+	defer c.Close()
+	if seq, _, err := c.Next(ctx); err != nil || seq != first {
+		t.Fatalf("Next after reopening = %d, %v; want %d", seq, err, first)
+	}
+	noErr(t, c.Close())
+	if err := c.Seek(first); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Seek after Close: %v", err)
+	}
+}
