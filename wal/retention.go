@@ -5,19 +5,26 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"github.com/appendlog/appendlog/internal/engine/clock"
 )
 
 // Retention bounds what a log keeps. Whole sealed segments, oldest first,
 // are deleted; the active segment never is. A zero field means no bound.
-// The sealer goroutine applies it after each segment is sealed, off the
-// write path: deleting never blocks Append.
+// The sealer goroutine applies it after each segment is sealed, and with
+// MaxAge a goroutine of the Log also applies it every MaxAge/4 (at most
+// every minute), off the write path: deleting never blocks Append.
 type Retention struct {
 	// MaxBytes bounds the total size of the segment files; the active
 	// segment counts as Options.SegmentSize (its preallocated size).
 	MaxBytes int64
-	// MaxAge deletes a sealed segment once it was sealed (its last record
-	// written) longer ago than MaxAge. A segment found at Open is dated by
-	// its file's modification time.
+	// MaxAge deletes a sealed segment once its last record was written
+	// longer ago than MaxAge (a segment found at Open is dated by its
+	// file's modification time). It applies to the active segment too:
+	// the first write into an active segment that nothing was written to
+	// for MaxAge seals it first, dated by its last record, so its records
+	// are deleted then and the new ones start a new segment. A log that
+	// gets no write at all keeps its active segment.
 	MaxAge time.Duration
 	// IgnoreCursors lets retention and TruncateFront delete records that a
 	// Cursor has not committed. By default they never delete a record at
@@ -73,7 +80,8 @@ func (l *Log) TruncateFront(seq uint64) error {
 }
 
 // applyRetention applies Options.Retention. The sealer calls it after
-// each seal; an error is kept for the next TruncateFront.
+// each seal, and the ager every period; an error is kept for the next
+// TruncateFront.
 func (l *Log) applyRetention() {
 	r := l.opts.Retention
 	if r.MaxBytes <= 0 && r.MaxAge <= 0 {
@@ -161,4 +169,85 @@ func (l *Log) deleteFront(drop func(s *liveSeg, total int64) bool) error {
 	}
 	l.deleted.Add(int64(len(gone)))
 	return err
+}
+
+// retentionAger applies Retention.MaxAge to a log that does not seal
+// segments: a goroutine, started by Open and joined by Close, runs
+// retention every period.
+type retentionAger struct {
+	stop chan struct{} // closed to stop the goroutine; nil if none runs
+	done chan struct{} // closed when it exits
+}
+
+// _agerMaxPeriod bounds the ager's period: a segment is deleted at most
+// this long after it expired.
+const _agerMaxPeriod = time.Minute
+
+// initRetention prepares the segment writer for Retention.MaxAge, before
+// the flusher starts: the active segment is sealed before a write once it
+// was idle for MaxAge, and its last write is dated by its file's
+// modification time.
+func (l *Log) initRetention() {
+	age := l.opts.Retention.MaxAge
+	if age <= 0 {
+		return
+	}
+	l.w.sealIdle = age
+	l.w.lastWrite = l.now()
+	if st, err := l.opts.fsys.Stat(filepath.Join(l.dir, l.w.live.name)); err == nil {
+		l.w.lastWrite = st.ModTime()
+	}
+}
+
+// startRetention starts the ager if Retention.MaxAge is set.
+func (l *Log) startRetention() {
+	age := l.opts.Retention.MaxAge
+	if age <= 0 {
+		return
+	}
+	clk := l.opts.clock
+	if clk == nil {
+		clk = clock.Real()
+	}
+	period := max(min(age/4, _agerMaxPeriod), time.Millisecond)
+	l.ager.stop, l.ager.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(l.ager.done)
+		t := clk.NewTimer(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-l.ager.stop:
+				return
+			case <-t.C():
+			}
+			l.applyRetention()
+			t.Reset(period)
+		}
+	}()
+}
+
+// stopRetention stops the ager and waits for it (Close).
+func (l *Log) stopRetention() {
+	if l.ager.stop != nil {
+		close(l.ager.stop)
+		<-l.ager.done
+	}
+}
+
+// sealAged seals the active segment at pos, before the records written
+// from pos on, if it holds records and nothing was written to it for
+// sealIdle; the sealed segment is dated by its last write, so retention
+// deletes it as soon as it is older than MaxAge. It notes the time of
+// this write. Flusher only (segWriter.Write).
+func (w *segWriter) sealAged(pos uint64) error {
+	now, last := w.now(), w.lastWrite
+	w.lastWrite = now
+	if w.count == 0 || w.inFrame || w.nhdr != 0 || now.Sub(last) < w.sealIdle {
+		return nil
+	}
+	if w.table != nil && w.live != nil {
+		w.table.dateSeal(w.live, last) // before rotate: the sealer may apply retention at once
+	}
+	return w.rotate(pos)
 }

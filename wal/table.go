@@ -133,9 +133,20 @@ func (t *segTable) rotated(end uint64, size int64, at time.Time, next *liveSeg) 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old := t.mu.segs[len(t.mu.segs)-1]
-	old.size, old.sealedAt = size, at
+	old.size = size
+	if old.sealedAt.IsZero() { // else dated by dateSeal
+		old.sealedAt = at
+	}
 	old.end.Store(end)
 	t.mu.segs = append(t.mu.segs, next)
+}
+
+// dateSeal dates the active segment s, about to be sealed, by its last
+// write at, for retention.
+func (t *segTable) dateSeal(s *liveSeg, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s.sealedAt = at
 }
 
 // acquire returns the segment holding seq with a reference the caller
