@@ -52,6 +52,8 @@ type Log struct {
 	retentionFloor func() (floor uint64, ok bool, err error)
 	// deleted counts segments deleted by retention and TruncateFront.
 	deleted atomic.Int64
+	// ager applies Retention.MaxAge on a quiet log (retention.go).
+	ager retentionAger
 
 	closeOnce sync.Once
 	closeErr  error
@@ -139,6 +141,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	w.written.Store(rec.NextSeq)
 	w.table, w.onSeal, w.now = l.segs, l.applyRetention, l.now
 	w.live, w.indexed = l.segs.mu.segs[len(l.segs.mu.segs)-1], w.startOff
+	l.initRetention()
 	w.seals = make(chan *sealJob, 1)
 	w.sealed = make(chan struct{})
 	// No spare segment yet: the first rotation creates one, and the sealer
@@ -161,6 +164,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 		lock.Close()
 		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
+	l.startRetention()
 	return l, nil
 }
 
@@ -335,6 +339,7 @@ func (l *Log) Stats() Stats {
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		l.cursors.stop()
+		l.stopRetention()
 		err := l.eng.Close()
 		if err != nil {
 			err = fmt.Errorf("wal: close: %w", err)

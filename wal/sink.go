@@ -81,6 +81,12 @@ type segWriter struct {
 	onSeal func()
 	// now reads the log's clock (seal times for retention).
 	now func() time.Time
+	// sealIdle, if set (Retention.MaxAge), seals the active segment
+	// before a write when nothing was written to it for sealIdle, so that
+	// retention can delete its old records (see sealAged). lastWrite is
+	// the time of the last write. Flusher only.
+	sealIdle  time.Duration
+	lastWrite time.Time
 	// segments counts segments created (for stats and tests).
 	segments atomic.Int64
 }
@@ -94,6 +100,11 @@ func (w *segWriter) fileOff(pos uint64) int64 {
 
 // Write implements engine.Sink.
 func (w *segWriter) Write(pos uint64, a, b []byte) error {
+	if w.sealIdle > 0 {
+		if err := w.sealAged(pos); err != nil {
+			return err
+		}
+	}
 	for _, chunk := range [2][]byte{a, b} {
 		for len(chunk) > 0 {
 			n, rotate, err := w.walk(chunk, pos)
