@@ -505,7 +505,9 @@ func (r *Reader) position(seg string, off int64) error {
 // must report. It lists the directory only at a segment's end, and only
 // once per change.
 func (r *Reader) pending() bool {
-	if r.ls == nil {
+	atEnd := r.ls != nil && r.ls.end.Load() != 0 && r.expect >= r.ls.end.Load()
+	if r.ls == nil || atEnd {
+		// Only a new segment can help: list the directory once per change.
 		if r.fol.listed {
 			return false
 		}
@@ -514,21 +516,10 @@ func (r *Reader) pending() bool {
 			r.finish(err)
 			return true
 		}
-		return r.tab.first.Load() != 0
-	}
-	if end := r.ls.end.Load(); end != 0 && r.expect >= end {
-		if r.fol.listed {
-			return false
+		if r.ls == nil {
+			return r.tab.first.Load() != 0
 		}
-		r.fol.listed = true
-		if err := r.tab.refresh(); err != nil {
-			r.finish(err)
-			return true
-		}
-		if !r.tab.after(r.ls.firstSeq) {
-			return false
-		}
-		return true // the next segment, or a missing one that Next names
+		return r.tab.after(r.ls.firstSeq) // the next segment, or a missing one that Next names
 	}
 	r.fol.listed = false
 	if _, _, err := r.frameAt(r.off); err != nil {
