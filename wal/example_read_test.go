@@ -9,6 +9,67 @@ import (
 	"github.com/appendlog/appendlog/wal"
 )
 
+// A Reader from OpenReader follows a log that another process writes
+// (here, for the example, a Log in this process): it takes no lock and
+// never writes, and Wait follows the files (inotify on Linux) until a
+// record past the last one read is there.
+func ExampleOpenReader_follow() {
+	dir, err := os.MkdirTemp("", "wal-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	l, err := wal.Open(dir, nil) // the writer
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Append([]byte("created")); err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := l.Flush(ctx); err != nil { // hand it to the OS: other processes see it
+		log.Fatal(err)
+	}
+
+	r, err := wal.OpenReader(dir, 1, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, p := range []string{"paid", "shipped"} {
+			if _, err := l.Append([]byte(p)); err != nil {
+				log.Fatal(err)
+			}
+			if err := l.Flush(ctx); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}()
+	for read := 0; read < 3; {
+		for r.Next() {
+			fmt.Println(r.Seq(), string(r.Record()))
+			read++
+		}
+		if err := r.Err(); err != nil {
+			log.Fatal(err) // damage, or a *wal.TruncatedError: records deleted before they were read
+		}
+		if read < 3 {
+			if err := r.Wait(ctx); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
+	<-done
+	// Output:
+	// 1 created
+	// 2 paid
+	// 3 shipped
+}
+
 // A live reader follows an open log: Next returns what is visible, and Wait
 // blocks until more is (a waiting reader makes the flusher write at once).
 func ExampleLog_NewReader() {
