@@ -303,6 +303,13 @@ type Cursor struct {
 	slots [_ackWindow]atomic.Uint64
 	// appended caches a NextSeq of the log: acks below it need no check.
 	appended atomic.Uint64
+	// gapAt is the first sequence number of the oldest recorded gap Next
+	// delivered that the committed position has not passed, 0 if none:
+	// the committed position jumps over a gap (its records will never
+	// come) however long it is. gaps lists those gaps, oldest first.
+	gapAt atomic.Uint64
+	gapMu sync.Mutex
+	gaps  []GapError // Protected by gapMu.
 
 	// written is the committed position of the last checkpoint written.
 	// Protected by l.cursors.write.
@@ -447,13 +454,45 @@ func (c *Cursor) mark(seq uint64) {
 			break
 		}
 	}
+	c.advance()
+}
+
+// advance moves the floor over every acked slot and every recorded gap it
+// reaches.
+func (c *Cursor) advance() {
 	for {
 		f := c.floor.Load()
 		if c.slots[f&(_ackWindow-1)].Load() != f {
-			return
+			if g := c.gapAt.Load(); g == 0 || f < g || !c.passGap(f) {
+				return
+			}
+			continue
 		}
 		c.floor.CompareAndSwap(f, f+1)
 	}
+}
+
+// passGap moves the floor f, which reached the oldest recorded gap, past
+// it, and reports whether the floor moved (or another goroutine moved it).
+func (c *Cursor) passGap(f uint64) bool {
+	c.gapMu.Lock()
+	defer c.gapMu.Unlock()
+	for len(c.gaps) > 0 && c.gaps[0].End <= f {
+		c.gaps = c.gaps[1:] // passed already
+	}
+	moved := false
+	if len(c.gaps) > 0 && c.gaps[0].First <= f {
+		if c.floor.CompareAndSwap(f, c.gaps[0].End) {
+			c.gaps = c.gaps[1:]
+		}
+		moved = true // by us, or by another goroutine: look again
+	}
+	var next uint64
+	if len(c.gaps) > 0 {
+		next = c.gaps[0].First
+	}
+	c.gapAt.Store(next)
+	return moved
 }
 
 // checkAck is Ack's slow path: it refreshes the cached end of the log and
@@ -566,6 +605,10 @@ func (c *Cursor) Seek(seq uint64) error {
 	for i := range c.slots {
 		c.slots[i].Store(0)
 	}
+	c.gapMu.Lock()
+	c.gaps = nil
+	c.gapAt.Store(0)
+	c.gapMu.Unlock()
 	c.floor.Store(seq)
 	c.next = seq
 	c.appended.Store(next)
@@ -573,15 +616,19 @@ func (c *Cursor) Seek(seq uint64) error {
 	return c.err
 }
 
-// ackGap acks the sequence numbers of a recorded gap, as far as the ack
-// window reaches.
+// ackGap acks the sequence numbers of a recorded gap: the committed
+// position jumps over it once it gets there.
 func (c *Cursor) ackGap(g *GapError) {
-	for s := max(g.First, c.floor.Load()); s < g.End; s++ {
-		if s-c.floor.Load() >= _ackWindow {
-			return
-		}
-		c.mark(s)
+	if g.End <= c.floor.Load() {
+		return
 	}
+	c.gapMu.Lock()
+	c.gaps = append(c.gaps, *g)
+	if c.gapAt.Load() == 0 {
+		c.gapAt.Store(c.gaps[0].First)
+	}
+	c.gapMu.Unlock()
+	c.advance()
 }
 
 // Commit waits until every acked record below the committed position is

@@ -747,3 +747,129 @@ func TestCursorSeek(t *testing.T) {
 		t.Fatalf("Seek after Close: %v", err)
 	}
 }
+
+// TestCursorPassesLongGap: a recorded gap longer than the ack window (a
+// whole segment lost and repaired) does not hold the committed position
+// back: it jumps over the gap once every record before it is acked, and
+// the records after it can be acked.
+func TestCursorPassesLongGap(t *testing.T) {
+	dir := t.TempDir()
+	o := &Options{SegmentSize: 512 << 10}
+	l := mustOpen(t, dir, o)
+	rec := make([]byte, 8)
+	for l.Stats().SegmentsCreated < 4 {
+		_, err := l.AppendBatch([][]byte{rec, rec, rec, rec, rec, rec, rec, rec})
+		noErr(t, err)
+	}
+	noErr(t, l.Close())
+	segs, _, _, err := listSegments(vfs.OS(), dir)
+	noErr(t, err)
+	first, end := segs[1].firstSeq, segs[2].firstSeq
+	if end-first <= _ackWindow {
+		t.Fatalf("segment of %d records: not longer than the ack window", end-first)
+	}
+	noErr(t, os.Remove(filepath.Join(dir, segs[1].name)))
+	_, err = Repair(dir, true, nil)
+	noErr(t, err)
+	t.Run("one-goroutine", func(t *testing.T) { passLongGap(t, dir, o, first, end) })
+	t.Run("concurrent-acks", func(t *testing.T) { passLongGapConcurrently(t, dir, o) })
+}
+
+// passLongGap reads the log in dir with a fresh cursor, acking every
+// record, the last ten before the gap [first, end) only after the first
+// record after it.
+func passLongGap(t *testing.T, dir string, o *Options, first, end uint64) {
+	l := mustOpen(t, dir, o)
+	defer l.Close()
+	c, err := l.Cursor("c")
+	noErr(t, err)
+	defer c.Close()
+	ctx := context.Background()
+	var held []uint64 // records before the gap, acked after it was delivered
+	gaps := 0
+	for want := uint64(1); want < l.NextSeq(); {
+		seq, _, err := c.Next(ctx)
+		if IsGap(err) {
+			gaps++
+			want = end
+			continue
+		}
+		noErr(t, err)
+		if seq != want {
+			t.Fatalf("Next = %d, want %d", seq, want)
+		}
+		want++
+		if seq >= first-10 && seq < first {
+			held = append(held, seq)
+			continue
+		}
+		if seq >= end && len(held) > 0 {
+			for _, h := range held {
+				noErr(t, c.Ack(h))
+			}
+			held = nil
+		}
+		noErr(t, c.Ack(seq))
+	}
+	if gaps != 1 || c.Committed() != l.NextSeq() {
+		t.Fatalf("%d gaps, committed %d; want 1 gap and %d (the gap is %d to %d)", gaps, c.Committed(), l.NextSeq(), first, end)
+	}
+}
+
+// passLongGapConcurrently reads the log in dir with a fresh cursor and
+// acks every record from 4 goroutines, in any order, while Next delivers
+// the gap: the committed position ends at the log's end.
+func passLongGapConcurrently(t *testing.T, dir string, o *Options) {
+	l := mustOpen(t, dir, o)
+	defer l.Close()
+	c, err := l.Cursor("c2")
+	noErr(t, err)
+	defer c.Close()
+	ctx := context.Background()
+	seqs := make(chan uint64, 64)
+	giveUp := time.Now().Add(time.Minute) // a hang guard, not a timing check
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			failed := false
+			for s := range seqs {
+				// Past the window above a record still in flight before
+				// the gap, an ack is refused until that one is acked.
+				for !failed {
+					err := c.Ack(s)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, ErrAckRange) || time.Now().After(giveUp) {
+						errs <- err
+						failed = true // drain seqs: Next's goroutine must not block
+					}
+					runtime.Gosched()
+				}
+			}
+		})
+	}
+	gaps := 0
+	for n := l.NextSeq(); ; {
+		seq, _, err := c.Next(ctx)
+		if IsGap(err) {
+			gaps++
+			continue
+		}
+		noErr(t, err)
+		seqs <- seq
+		if seq == n-1 {
+			break
+		}
+	}
+	close(seqs)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if gaps != 1 || c.Committed() != l.NextSeq() {
+		t.Fatalf("%d gaps, committed %d; want 1 gap and %d", gaps, c.Committed(), l.NextSeq())
+	}
+}
