@@ -94,10 +94,11 @@
 // # Reading
 //
 // Log.NewReader follows an open log; OpenReader reads a log nobody has
-// open (dump, verify), or one another process writes, up to what it finds.
+// open (dump, verify) and, with Wait, follows one another process writes
+// (inotify where the platform has it, a bounded poll otherwise).
 // Both return a *Reader: Next advances (false at the end of what is
 // visible, at a recorded gap, or on error; see Err), Seq and Record give
-// the record. A Reader of an open Log goes on after Next returned false:
+// the record. A Reader goes on after Next returned false:
 //
 //	r, err := l.NewReader(from, nil)
 //	for {
