@@ -11,6 +11,8 @@ type Recommendation struct {
 	RecordSize int    `json:"record_size"`
 	Writers    int    `json:"writers"`
 	Strategy   string `json:"strategy,omitempty"`
+	// Use is how a program gets Strategy: the Strategy's Use.
+	Use string `json:"use,omitempty"`
 	// Speedup is the strategy's median MB/s over that of "write" (one
 	// write per record), or 0 if write did not run.
 	Speedup float64 `json:"speedup_vs_write,omitempty"`
@@ -24,15 +26,21 @@ type Recommendation struct {
 	// the recommended one's while it keeps at least half its throughput:
 	// the better choice where the caller must not stall (logging).
 	ShortTail string `json:"short_tail,omitempty"`
+	// Reference names a strategy measured only as a reference (no Use)
+	// whose slowest run beat the recommended strategy's fastest: faster
+	// beyond noise, but not something the library offers.
+	Reference string `json:"faster_reference,omitempty"`
 	// Text is the advice in one sentence.
 	Text string `json:"text"`
 }
 
 // recommend picks, for every record size and writer count, the verified
-// strategy with the highest median MB/s, and writes the advice: its speedup
-// over one write per record, its share of the ceiling, the strategies tied
-// with it within run-to-run spread, and a strategy with a much shorter tail
-// when shortTail finds one.
+// strategy with the highest median MB/s among those a program can use (a
+// Strategy with a Use), and writes the advice: the call to make, its
+// speedup over one write per record, its share of the ceiling, the
+// strategies tied with it within run-to-run spread, a strategy with a much
+// shorter tail when shortTail finds one, and a reference strategy that was
+// faster beyond noise, if any.
 func recommend(results []Result) []Recommendation {
 	type key struct{ size, writers int }
 	groups := make(map[key][]Result)
@@ -50,29 +58,39 @@ func recommend(results []Result) []Recommendation {
 		}
 		return keys[i].writers < keys[j].writers
 	})
+	uses := make(map[string]string)
+	for _, st := range Strategies() {
+		uses[st.Name] = st.Use
+	}
 	var out []Recommendation
 	for _, k := range keys {
 		rec := Recommendation{RecordSize: k.size, Writers: k.writers}
 		where := fmt.Sprintf("%s records, %d %s", formatSize(k.size), k.writers, plural(k.writers, "writer", "writers"))
-		var best, base *Result
+		var best, base, fastest *Result
 		for i := range groups[k] {
 			r := &groups[k][i]
 			if r.Status != StatusOK {
 				continue
 			}
-			if best == nil || r.MBPerSec.Median > best.MBPerSec.Median {
-				best = r
-			}
 			if r.Strategy == "write" {
 				base = r
+			}
+			if fastest == nil || r.MBPerSec.Median > fastest.MBPerSec.Median {
+				fastest = r
+			}
+			if uses[r.Strategy] != "" && (best == nil || r.MBPerSec.Median > best.MBPerSec.Median) {
+				best = r
 			}
 		}
 		if best == nil {
 			rec.Text = where + ": no strategy ran and verified"
+			if fastest != nil {
+				rec.Text = where + ": no strategy the library offers ran and verified"
+			}
 			out = append(out, rec)
 			continue
 		}
-		rec.Strategy, rec.PctOfCeiling, rec.Ceiling = best.Strategy, best.PctOfCeiling, best.Ceiling
+		rec.Strategy, rec.Use, rec.PctOfCeiling, rec.Ceiling = best.Strategy, uses[best.Strategy], best.PctOfCeiling, best.Ceiling
 		var parts []string
 		if base != nil && base != best && base.MBPerSec.Median > 0 {
 			rec.Speedup = best.MBPerSec.Median / base.MBPerSec.Median
@@ -84,11 +102,11 @@ func recommend(results []Result) []Recommendation {
 			parts = append(parts, fmt.Sprintf("%s of the %s ceiling", formatPct(best.PctOfCeiling), ceilingName(best.Ceiling)))
 		}
 		for _, r := range groups[k] {
-			if r.Status == StatusOK && r.Strategy != best.Strategy && r.MBPerSec.Max >= best.MBPerSec.Median {
+			if r.Status == StatusOK && uses[r.Strategy] != "" && r.Strategy != best.Strategy && r.MBPerSec.Max >= best.MBPerSec.Median {
 				rec.Tied = append(rec.Tied, r.Strategy)
 			}
 		}
-		rec.Text = fmt.Sprintf("%s: use %s", where, best.Strategy)
+		rec.Text = fmt.Sprintf("%s: use %s, %s", where, best.Strategy, rec.Use)
 		if len(parts) > 0 {
 			rec.Text += ": " + strings.Join(parts, ", ")
 		}
@@ -102,27 +120,32 @@ func recommend(results []Result) []Recommendation {
 		if len(notes) > 0 {
 			rec.Text += " (" + strings.Join(notes, "; ") + ")"
 		}
-		if t := shortTail(groups[k], best); t != nil {
+		if t := shortTail(groups[k], best, uses); t != nil {
 			rec.ShortTail = t.Strategy
-			rec.Text += fmt.Sprintf("; where a Write must not stall, use %s: p99.9 %s against %s, at %s of the throughput",
-				t.Strategy, formatNs(t.P999Ns), formatNs(best.P999Ns), formatPct(t.MBPerSec.Median/best.MBPerSec.Median*100))
+			rec.Text += fmt.Sprintf("; where a Write must not stall, use %s, %s: p99.9 %s against %s, at %s of the throughput",
+				t.Strategy, uses[t.Strategy], formatNs(t.P999Ns), formatNs(best.P999Ns), formatPct(t.MBPerSec.Median/best.MBPerSec.Median*100))
+		}
+		if fastest != best && uses[fastest.Strategy] == "" && fastest.MBPerSec.Min > best.MBPerSec.Max {
+			rec.Reference = fastest.Strategy
+			rec.Text += fmt.Sprintf("; the %s reference reached %s that throughput, but it is hand-written system calls the library does not offer",
+				fastest.Strategy, formatRatio(fastest.MBPerSec.Median/best.MBPerSec.Median))
 		}
 		out = append(out, rec)
 	}
 	return out
 }
 
-// shortTail returns the verified strategy with the lowest p99.9 latency
-// among those keeping at least half of best's median throughput, if its
-// p99.9 is under half of best's; else nil.
-func shortTail(group []Result, best *Result) *Result {
+// shortTail returns the verified strategy with a Use (in uses) with the
+// lowest p99.9 latency among those keeping at least half of best's median
+// throughput, if its p99.9 is under half of best's; else nil.
+func shortTail(group []Result, best *Result, uses map[string]string) *Result {
 	if best.P999Ns <= 0 {
 		return nil
 	}
 	var t *Result
 	for i := range group {
 		r := &group[i]
-		if r.Status != StatusOK || r == best || r.P999Ns <= 0 || r.MBPerSec.Median < best.MBPerSec.Median/2 {
+		if r.Status != StatusOK || r == best || uses[r.Strategy] == "" || r.P999Ns <= 0 || r.MBPerSec.Median < best.MBPerSec.Median/2 {
 			continue
 		}
 		if t == nil || r.P999Ns < t.P999Ns {

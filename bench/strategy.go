@@ -53,6 +53,11 @@ type Strategy struct {
 	Doc string
 	// Kind is the regime the strategy measures.
 	Kind Kind
+	// Use is the call that gives a program this strategy, through appendlog
+	// or the standard library, with the settings the benchmark runs. It is
+	// empty for a strategy measured only as a reference (raw system calls a
+	// program would have to write itself); recommendations never name one.
+	Use string
 
 	// open starts one run writing into the empty directory dir.
 	open func(ctx context.Context, dir string, rc runCase) (sink, error)
@@ -104,18 +109,18 @@ type output struct {
 // call returns a new slice.
 func Strategies() []Strategy {
 	return []Strategy{
-		{Name: "write", Kind: PageCache, Doc: "one write(2) per record, O_APPEND", open: openWrite},
+		{Name: "write", Kind: PageCache, Use: "os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644), one Write per record", Doc: "one write(2) per record, O_APPEND", open: openWrite},
 		{Name: "writev", Kind: PageCache, Doc: "each writer gathers up to 64 KiB of records and writes them with one pwritev(2) at a range reserved with one atomic add", open: openWritev},
-		{Name: "bufio-4k", Kind: PageCache, Doc: "bufio.Writer of 4 KiB under a mutex", open: openBufio(4 << 10)},
-		{Name: "bufio-64k", Kind: PageCache, Doc: "bufio.Writer of 64 KiB under a mutex", open: openBufio(64 << 10)},
-		{Name: "page-aligned", Kind: PageCache, Doc: "writer.Buffered: page-aligned 64 KiB buffer under a mutex", open: openBuffered},
-		{Name: "mmap", Kind: PageCache, Doc: "writer.Mmap: copy into a shared mapping grown by 4 MiB chunks", open: openMmap},
+		{Name: "bufio-4k", Kind: PageCache, Use: "bufio.NewWriterSize(f, 4<<10) under a sync.Mutex", Doc: "bufio.Writer of 4 KiB under a mutex", open: openBufio(4 << 10)},
+		{Name: "bufio-64k", Kind: PageCache, Use: "bufio.NewWriterSize(f, 64<<10) under a sync.Mutex", Doc: "bufio.Writer of 64 KiB under a mutex", open: openBufio(64 << 10)},
+		{Name: "page-aligned", Kind: PageCache, Use: "writer.NewBuffered(f, 64<<10)", Doc: "writer.Buffered: page-aligned 64 KiB buffer under a mutex", open: openBuffered},
+		{Name: "mmap", Kind: PageCache, Use: "writer.OpenMmap(path, nil)", Doc: "writer.Mmap: copy into a shared mapping grown by 4 MiB chunks", open: openMmap},
 		{Name: "direct", Kind: Device, Doc: "O_DIRECT: 1 MiB aligned buffer under a mutex, aligned writes, partial last block carried, truncated at close", open: openDirect, probe: probeDirect},
-		{Name: "slab", Kind: PageCache, Doc: "writer.Slab: 4 slabs of 1 MiB under a mutex, written by a flusher goroutine", open: openSlab},
-		{Name: "ring", Kind: PageCache, Doc: "writer.Ring: lock-free claim/commit ring (8 MiB), one flusher goroutine, buffered file", open: openRing(false)},
-		{Name: "ring-direct", Kind: Device, Doc: "writer.Ring with O_DIRECT", open: openRing(true), probe: probeDirect},
-		{Name: "wal-nosync", Kind: PageCache, Doc: "wal.Log, SyncNever: framed, sequence-numbered records", open: openWAL(false)},
-		{Name: "wal-batch", Kind: Durable, Doc: "wal.Log, SyncBatch group commit; the clock stops after the final Sync", open: openWAL(true)},
+		{Name: "slab", Kind: PageCache, Use: "writer.NewSlab(f, nil)", Doc: "writer.Slab: 4 slabs of 1 MiB under a mutex, written by a flusher goroutine", open: openSlab},
+		{Name: "ring", Kind: PageCache, Use: "writer.OpenFile(path, nil)", Doc: "writer.Ring: lock-free claim/commit ring (8 MiB), one flusher goroutine, buffered file", open: openRing(false)},
+		{Name: "ring-direct", Kind: Device, Use: "writer.OpenFile(path, &writer.RingOptions{Direct: true})", Doc: "writer.Ring with O_DIRECT", open: openRing(true), probe: probeDirect},
+		{Name: "wal-nosync", Kind: PageCache, Use: "wal.Open(dir, &wal.Options{Sync: wal.SyncNever})", Doc: "wal.Log, SyncNever: framed, sequence-numbered records", open: openWAL(false)},
+		{Name: "wal-batch", Kind: Durable, Use: "wal.Open(dir, nil), then Append and WaitDurable or Sync", Doc: "wal.Log, SyncBatch group commit; the clock stops after the final Sync", open: openWAL(true)},
 		{Name: "io_uring", Kind: PageCache, Doc: "64 KiB buffers under a mutex, written by IORING_OP_WRITE with up to 8 in flight", open: openUring, probe: probeUring},
 	}
 }
