@@ -102,7 +102,6 @@ errors.`,
 		newRepairCmd(),
 		newShmCmd(started),
 		newStatCmd(),
-		newTailCmd(),
 	}
 	for _, f := range registered {
 		cmds = append(cmds, f(started))

@@ -21,6 +21,8 @@ type tailFlags struct {
 	hex    bool
 }
 
+func init() { register(func(*bool) *cobra.Command { return newTailCmd() }) }
+
 func newTailCmd() *cobra.Command {
 	var f tailFlags
 	cmd := &cobra.Command{
