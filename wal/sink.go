@@ -57,9 +57,23 @@ type segWriter struct {
 	sealed chan struct{} // closed when the sealer exits
 	// pending is the seal in flight, or nil. Flusher only.
 	pending *sealJob
-	// syncing is closed when the sync in flight on the current file (see
-	// PrepareSync) is done; nil if none. Flusher only.
-	syncing chan struct{}
+	// sj is the sync PrepareSync prepared: the engine never has two in
+	// flight, so one is reused. Its fields are written by the flusher in
+	// PrepareSync and read by the syncer in runSync; the engine's hand-over
+	// of the job (a channel send) orders the two, and the flusher prepares
+	// the next only after the syncer reported this one's result.
+	sj struct {
+		fn        func() error // w.runSync, bound once so PrepareSync does not allocate
+		seal      *sealJob
+		f         vfs.File
+		name      string
+		writeMark bool
+		next      uint64
+		done      chan struct{} // capacity 1: a token per finished sync
+	}
+	// syncing is set while a sync prepared on the current file has not been
+	// waited for (waitSyncing); its token arrives on sj.done. Flusher only.
+	syncing bool
 
 	// durable is the sequence number after the last durable record.
 	durable atomic.Uint64
@@ -346,44 +360,52 @@ func (w *segWriter) Sync() error { return w.PrepareSync()() }
 // finished before calling PrepareSync again: the header never claims more
 // than a completed sync covered.
 func (w *segWriter) PrepareSync() func() error {
-	seal := w.pending
-	f, name := w.f, w.name
+	if w.sj.fn == nil {
+		w.sj.fn = w.runSync
+		w.sj.done = make(chan struct{}, 1)
+	}
+	// The engine finished the sync before this one: collect its token so
+	// that the one this sync sends is the only one.
+	w.waitSyncing()
 	writeMark := w.mark != w.markWritten
 	if writeMark {
 		frame.PutMark(w.markBuf[:], w.mark)
 		w.markWritten = w.mark
 	}
+	w.sj.seal, w.sj.f, w.sj.name, w.sj.writeMark, w.sj.next = w.pending, w.f, w.name, writeMark, w.nextSeq
 	// True once this sync completes; written into the header by the next.
 	w.mark = frame.Mark{DurableEnd: w.fileOff(w.frameStart), NextSeq: w.nextSeq}
-	next := w.nextSeq
-	done := make(chan struct{})
-	w.syncing = done // rotate must not hand f to the sealer while we sync it
-	return func() error {
-		defer close(done)
-		if seal != nil {
-			<-seal.done
-			if seal.err != nil {
-				return seal.err
-			}
+	w.syncing = true // rotate must not hand f to the sealer while we sync it
+	return w.sj.fn
+}
+
+// runSync runs the sync PrepareSync prepared, on the engine's syncer.
+func (w *segWriter) runSync() error {
+	j := &w.sj
+	defer func() { j.done <- struct{}{} }()
+	if j.seal != nil {
+		<-j.seal.done
+		if j.seal.err != nil {
+			return j.seal.err
 		}
-		if writeMark {
-			if _, err := f.WriteAt(w.markBuf[:], frame.MarkOffset); err != nil {
-				return fmt.Errorf("wal: write mark %s: %w", name, err)
-			}
-		}
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("wal: fdatasync %s: %w", name, err)
-		}
-		engine.StoreMax(&w.durable, next)
-		return nil
 	}
+	if j.writeMark {
+		if _, err := j.f.WriteAt(w.markBuf[:], frame.MarkOffset); err != nil {
+			return fmt.Errorf("wal: write mark %s: %w", j.name, err)
+		}
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("wal: fdatasync %s: %w", j.name, err)
+	}
+	engine.StoreMax(&w.durable, j.next)
+	return nil
 }
 
 // waitSyncing waits for a sync in flight on the current file. Flusher only.
 func (w *segWriter) waitSyncing() {
-	if w.syncing != nil {
-		<-w.syncing
-		w.syncing = nil
+	if w.syncing {
+		<-w.sj.done
+		w.syncing = false
 	}
 }
 
