@@ -14,6 +14,7 @@ import (
 
 	"github.com/appendlog/appendlog/internal/engine"
 	"github.com/appendlog/appendlog/internal/engine/clock"
+	"github.com/appendlog/appendlog/internal/hist"
 	"github.com/appendlog/appendlog/internal/sys"
 	"github.com/appendlog/appendlog/internal/vfs"
 )
@@ -758,7 +759,7 @@ func (r *Ring) Stats() Stats {
 		MarkerBytes:    markerBytes,
 		QueuedBytes:    tailPos - min(written, tailPos),
 		Flushes:        es.Flushes,
-		FlushLatency:   r.meter.latency.snapshot(),
+		FlushLatency:   r.meter.latency.Snapshot(),
 		Syncs:          es.Syncs,
 		BlockedWaits:   es.BlockedWaits,
 		Blocked:        es.Blocked,
@@ -774,7 +775,7 @@ func (r *Ring) Stats() Stats {
 type meter struct {
 	inner   ringSink
 	e       atomic.Pointer[engine.Engine]
-	latency atomicHistogram
+	latency hist.Atomic
 	// records is the number of records wholly written, as of the last
 	// write that ended at the tail (a lower bound otherwise).
 	records atomic.Uint64
@@ -783,7 +784,7 @@ type meter struct {
 func (m *meter) Write(pos uint64, a, b []byte) error {
 	start := time.Now()
 	err := m.inner.Write(pos, a, b)
-	m.latency.record(time.Since(start))
+	m.latency.Record(time.Since(start))
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/appendlog/appendlog/internal/engine"
+	"github.com/appendlog/appendlog/internal/hist"
 )
 
 // Writer is what every writer in this package provides: Ring, Direct,
@@ -90,7 +91,7 @@ type flushCounters struct {
 	records, bytes atomic.Uint64
 	flushes        atomic.Uint64
 	syncs          atomic.Uint64
-	latency        atomicHistogram
+	latency        hist.Atomic
 }
 
 // write writes p, which holds recs whole records, to w in one call, timing
@@ -98,7 +99,7 @@ type flushCounters struct {
 func (c *flushCounters) write(w io.Writer, p []byte, recs uint64) error {
 	start := time.Now()
 	_, err := w.Write(p)
-	c.latency.record(time.Since(start))
+	c.latency.Record(time.Since(start))
 	if err != nil {
 		return err
 	}
@@ -114,5 +115,5 @@ func (c *flushCounters) fill(s *Stats) {
 	s.WrittenBytes = c.bytes.Load()
 	s.Flushes = c.flushes.Load()
 	s.Syncs = c.syncs.Load()
-	s.FlushLatency = c.latency.snapshot()
+	s.FlushLatency = c.latency.Snapshot()
 }

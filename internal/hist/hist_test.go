@@ -1,4 +1,4 @@
-package writer
+package hist
 
 import (
 	"testing"
@@ -16,10 +16,10 @@ func TestHistogramSum(t *testing.T) {
 	if h.Sum != time.Millisecond+3*time.Microsecond || h.Count() != 3 {
 		t.Errorf("sum %v, count %d", h.Sum, h.Count())
 	}
-	var a atomicHistogram
-	a.record(5 * time.Second)
-	a.record(2 * time.Second)
-	if s := a.snapshot(); s.Sum != 7*time.Second || s.Count() != 2 || s.Buckets[bucketOf(5*time.Second)] != 1 {
+	var a Atomic
+	a.Record(5 * time.Second)
+	a.Record(2 * time.Second)
+	if s := a.Snapshot(); s.Sum != 7*time.Second || s.Count() != 2 || s.Buckets[BucketOf(5*time.Second)] != 1 {
 		t.Errorf("snapshot sum %v, count %d", s.Sum, s.Count())
 	}
 }
