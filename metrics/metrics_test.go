@@ -127,34 +127,40 @@ func TestRingCollector(t *testing.T) {
 	if value(t, fams, "appendlog_writer_records_total", C, "app") != 2000 {
 		t.Error("records_total is not the 2000 records written")
 	}
-	f := fams["appendlog_writer_flush_duration_seconds"]
+	checkHistogram(t, fams, "appendlog_writer_flush_duration_seconds", &s.FlushLatency)
+}
+
+// checkHistogram checks the scraped histogram name against h: count, sum
+// and cumulative buckets at powers of two nanoseconds.
+func checkHistogram(t *testing.T, fams map[string]*dto.MetricFamily, name string, h0 *writer.Histogram) {
+	t.Helper()
+	f := fams[name]
 	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
-		t.Fatalf("flush_duration_seconds: %v", f)
+		t.Fatalf("%s: %v", name, f)
 	}
 	h := f.Metric[0].Histogram
-	if h.GetSampleCount() != s.FlushLatency.Count() || h.GetSampleSum() != s.FlushLatency.Sum.Seconds() || h.GetSampleSum() <= 0 {
-		t.Errorf("histogram count %d sum %v, Stats %d and %v", h.GetSampleCount(), h.GetSampleSum(), s.FlushLatency.Count(), s.FlushLatency.Sum)
+	if h.GetSampleCount() != h0.Count() || h.GetSampleSum() != h0.Sum.Seconds() || h.GetSampleSum() <= 0 {
+		t.Errorf("%s: count %d sum %v, Stats %d and %v", name, h.GetSampleCount(), h.GetSampleSum(), h0.Count(), h0.Sum)
 	}
-	// Cumulative buckets at powers of two nanoseconds.
 	var cum uint64
 	for i, b := range h.Bucket {
 		if i == len(h.Bucket)-1 && math.IsInf(b.GetUpperBound(), 1) {
-			if b.GetCumulativeCount() != s.FlushLatency.Count() {
-				t.Errorf("+Inf bucket %d, want %d", b.GetCumulativeCount(), s.FlushLatency.Count())
+			if b.GetCumulativeCount() != h0.Count() {
+				t.Errorf("%s: +Inf bucket %d, want %d", name, b.GetCumulativeCount(), h0.Count())
 			}
 			break
 		}
-		cum += s.FlushLatency.Buckets[i]
+		cum += h0.Buckets[i]
 		bound := 0.0
 		if i > 0 {
 			bound = (time.Duration(1) << i).Seconds()
 		}
 		if b.GetUpperBound() != bound || b.GetCumulativeCount() != cum {
-			t.Fatalf("bucket %d: le %v count %d, want le %v count %d", i, b.GetUpperBound(), b.GetCumulativeCount(), bound, cum)
+			t.Fatalf("%s: bucket %d: le %v count %d, want le %v count %d", name, i, b.GetUpperBound(), b.GetCumulativeCount(), bound, cum)
 		}
 	}
 	if n := len(h.Bucket); n != writer.HistogramBuckets-1 && n != writer.HistogramBuckets {
-		t.Errorf("%d buckets", len(h.Bucket))
+		t.Errorf("%s: %d buckets", name, len(h.Bucket))
 	}
 }
 
@@ -219,12 +225,15 @@ func TestLogCollector(t *testing.T) {
 		{"appendlog_wal_durable_seq", G, float64(s.DurableSeq)},
 		{"appendlog_wal_segments_created_total", C, float64(s.SegmentsCreated)},
 		{"appendlog_wal_segments_deleted_total", C, float64(s.SegmentsDeleted)},
+		{"appendlog_wal_synced_records_total", C, float64(s.SyncedRecords)},
+		{"appendlog_wal_failed", G, 0},
 	} {
 		if got := value(t, fams, m.name, m.typ, "orders"); got != m.want {
 			t.Errorf("%s = %v, want %v", m.name, got, m.want)
 		}
 	}
-	if s.Syncs == 0 || s.DurableSeq != s.NextSeq-1 {
+	if s.Syncs == 0 || s.DurableSeq != s.NextSeq-1 || s.SyncedRecords != 100 {
 		t.Errorf("after Sync: %+v", s)
 	}
+	checkHistogram(t, fams, "appendlog_wal_sync_duration_seconds", &s.SyncLatency)
 }

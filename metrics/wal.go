@@ -11,6 +11,7 @@ import (
 type LogCollector struct {
 	l                                                           *wal.Log
 	appended, written, writes, syncs, next, durable, made, gone *prometheus.Desc
+	syncLatency, synced, failed                                 *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*LogCollector)(nil)
@@ -22,21 +23,24 @@ func NewLogCollector(l *wal.Log, labels prometheus.Labels) *LogCollector {
 		return prometheus.NewDesc("appendlog_wal_"+name, help, nil, labels)
 	}
 	return &LogCollector{
-		l:        l,
-		appended: d("appended_bytes_total", "Bytes appended since Open, frames included."),
-		written:  d("written_bytes_total", "Bytes handed to the OS since Open, frames included."),
-		writes:   d("writes_total", "Writes to segment files."),
-		syncs:    d("syncs_total", "Completed fdatasyncs."),
-		next:     d("next_seq", "Sequence number the next append gets."),
-		durable:  d("durable_seq", "Highest sequence number known durable (0: none)."),
-		made:     d("segments_created_total", "Segments created since Open."),
-		gone:     d("segments_deleted_total", "Segments deleted by retention and TruncateFront since Open."),
+		l:           l,
+		appended:    d("appended_bytes_total", "Bytes appended since Open, frames included."),
+		written:     d("written_bytes_total", "Bytes handed to the OS since Open, frames included."),
+		writes:      d("writes_total", "Writes to segment files."),
+		syncs:       d("syncs_total", "Completed fdatasyncs."),
+		next:        d("next_seq", "Sequence number the next append gets."),
+		durable:     d("durable_seq", "Highest sequence number known durable (0: none)."),
+		made:        d("segments_created_total", "Segments created since Open."),
+		gone:        d("segments_deleted_total", "Segments deleted by retention and TruncateFront since Open."),
+		syncLatency: d("sync_duration_seconds", "Time each group commit's fdatasync took."),
+		synced:      d("synced_records_total", "Records made durable by fdatasyncs; divided by the sync count, the mean group-commit size."),
+		failed:      d("failed", "1 once a write or sync failed the log (every later call returns the error), else 0."),
 	}
 }
 
 // Describe sends the descriptors of the metrics.
 func (c *LogCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.appended, c.written, c.writes, c.syncs, c.next, c.durable, c.made, c.gone} {
+	for _, d := range []*prometheus.Desc{c.appended, c.written, c.writes, c.syncs, c.next, c.durable, c.made, c.gone, c.syncLatency, c.synced, c.failed} {
 		ch <- d
 	}
 }
@@ -55,4 +59,11 @@ func (c *LogCollector) Collect(ch chan<- prometheus.Metric) {
 	m(c.durable, prometheus.GaugeValue, float64(s.DurableSeq))
 	m(c.made, prometheus.CounterValue, float64(s.SegmentsCreated))
 	m(c.gone, prometheus.CounterValue, float64(s.SegmentsDeleted))
+	m(c.synced, prometheus.CounterValue, float64(s.SyncedRecords))
+	failed := 0.0
+	if s.Failed {
+		failed = 1
+	}
+	m(c.failed, prometheus.GaugeValue, failed)
+	ch <- histogram(c.syncLatency, &s.SyncLatency)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/appendlog/appendlog/frame"
 	"github.com/appendlog/appendlog/internal/engine"
+	"github.com/appendlog/appendlog/internal/hist"
 	"github.com/appendlog/appendlog/internal/vfs"
 )
 
@@ -315,7 +316,20 @@ type Stats struct {
 	// SegmentsDeleted counts segments deleted by retention and
 	// TruncateFront since Open.
 	SegmentsDeleted int64
+	// SyncLatency times the fdatasync of each group commit (the wait for
+	// the disk, not the queueing before it).
+	SyncLatency Histogram
+	// SyncedRecords counts the records those fdatasyncs made durable:
+	// SyncedRecords / SyncLatency.Count() is the mean group-commit size.
+	SyncedRecords uint64
+	// Failed is true once a write or sync failed: every later call
+	// returns that error, and nothing is retried.
+	Failed bool
 }
+
+// Histogram counts durations in power-of-two buckets, with their sum; it is
+// the writer package's Histogram too (see writer.Histogram).
+type Histogram = hist.Histogram
 
 // Stats returns a snapshot of the log's counters.
 func (l *Log) Stats() Stats {
@@ -329,6 +343,9 @@ func (l *Log) Stats() Stats {
 		Writes:          es.Flushes,
 		SegmentsCreated: l.w.segments.Load(),
 		SegmentsDeleted: l.deleted.Load(),
+		SyncLatency:     l.w.syncLatency.Snapshot(),
+		SyncedRecords:   l.w.syncedRecords.Load(),
+		Failed:          l.eng.Err() != nil,
 	}
 }
 

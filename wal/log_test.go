@@ -352,13 +352,7 @@ func (c *countingFaults) count(op vfs.Op) int {
 
 func TestFsyncErrorIsStickyAndNeverRetried(t *testing.T) {
 	mem := vfs.NewMem()
-	var failing atomic.Bool
-	cf := &countingFaults{ops: map[vfs.Op]int{}, inj: func(op vfs.Op, name string, off int64, n int) (int, error) {
-		if op == vfs.OpSync && failing.Load() {
-			return 0, syscall.EIO
-		}
-		return n, nil
-	}}
+	failing, cf := syncFaults()
 	l := mustOpen(t, "/log", &Options{fsys: vfs.WithFaults(mem, cf.injector())})
 	ctx := context.Background()
 	var durable []uint64

@@ -10,6 +10,7 @@ import (
 
 	"github.com/appendlog/appendlog/frame"
 	"github.com/appendlog/appendlog/internal/engine"
+	"github.com/appendlog/appendlog/internal/hist"
 	"github.com/appendlog/appendlog/internal/vfs"
 )
 
@@ -74,6 +75,11 @@ type segWriter struct {
 	// syncing is set while a sync prepared on the current file has not been
 	// waited for (waitSyncing); its token arrives on sj.done. Flusher only.
 	syncing bool
+
+	// syncLatency times each fdatasync the syncer runs; syncedRecords
+	// counts the records they made durable. Syncer writes, Stats reads.
+	syncLatency   hist.Atomic
+	syncedRecords atomic.Uint64
 
 	// durable is the sequence number after the last durable record.
 	durable atomic.Uint64
@@ -394,8 +400,13 @@ func (w *segWriter) runSync() error {
 			return fmt.Errorf("wal: write mark %s: %w", j.name, err)
 		}
 	}
+	start := time.Now()
 	if err := j.f.Sync(); err != nil {
 		return fmt.Errorf("wal: fdatasync %s: %w", j.name, err)
+	}
+	w.syncLatency.Record(time.Since(start))
+	if prev := w.durable.Load(); j.next > prev {
+		w.syncedRecords.Add(j.next - prev)
 	}
 	engine.StoreMax(&w.durable, j.next)
 	return nil
