@@ -63,12 +63,13 @@
 // unlocked by a closer goroutine, and compressed and pruned by a janitor
 // goroutine; Close joins both after their last job. Sync waits for the
 // rotated files to be synced, so the contract below holds across files.
-// A compression writes name.gz.tmp, syncs it, renames it to name.gz and
-// only then removes the backup: an error (a full disk) leaves the backup
-// as it was, is counted (Stats.RotationErrors) and passed to OnError, and
-// logging goes on. OpenFile finishes what a crash interrupted (a leftover
-// .gz.tmp, a backup whose .gz is in place), so that every record is in
-// exactly one file. An error renaming the file or creating the next one
+// A compression (Rotate.Compression: Gzip or Zstd) writes name.gz.tmp
+// (name.zst.tmp), syncs it, renames it to name.gz (name.zst) and only then
+// removes the backup: an error (a full disk) leaves the backup as it was,
+// is counted (Stats.RotationErrors) and passed to OnError, and logging goes
+// on. OpenFile finishes what a crash interrupted (a leftover temporary
+// file, a backup whose compressed copy is in place), so that every record
+// is in exactly one file. An error renaming the file or creating the next one
 // is the log's own write error: sticky, with nothing deleted.
 //
 // Each file holds whole records, in order: reading the backups oldest

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/appendlog/appendlog/internal/vfs"
 )
 
@@ -50,10 +52,58 @@ type Rotate struct {
 	// take more bytes (compressed size for compressed ones). Zero sets no
 	// bound.
 	MaxTotalBytes int64
-	// Compress gzips each backup (name.log becomes name-<time>.log.gz).
+	// Compression compresses each backup once it is rotated, on the
+	// janitor goroutine: Gzip (name-<time>.log.gz) or Zstd
+	// (name-<time>.log.zst). Zero leaves backups as they are, unless
+	// Compress is set.
+	Compression Compression
+	// Compress gzips each backup; it is Compression: Gzip, kept for
+	// lumberjack's users.
 	Compress bool
 	// LocalTime names backups by local time; default UTC.
 	LocalTime bool
+}
+
+// Compression says how rotated files are compressed.
+type Compression int
+
+// Compressions of rotated files.
+const (
+	NoCompression Compression = iota
+	Gzip                      // compress/gzip, default level; suffix .gz
+	Zstd                      // github.com/klauspost/compress/zstd, default level; suffix .zst
+)
+
+// codec returns the compression in effect: Compression, or Gzip for
+// Compress.
+func (r *Rotate) codec() Compression {
+	if r.Compression == NoCompression && r.Compress {
+		return Gzip
+	}
+	return r.Compression
+}
+
+// compressedExts are the suffixes of compressed backups.
+var compressedExts = [...]string{Gzip: ".gz", Zstd: ".zst"}
+
+// isCompressed reports whether name is a compressed backup's.
+func isCompressed(name string) bool {
+	_, ok := trimCompressed(name)
+	return ok
+}
+
+// compressedExt returns the suffix of a backup compressed by c.
+func compressedExt(c Compression) string { return compressedExts[c] }
+
+// trimCompressed returns name without a compressed backup's suffix, and
+// whether it had one.
+func trimCompressed(name string) (string, bool) {
+	for _, ext := range compressedExts {
+		if ext != "" && strings.HasSuffix(name, ext) {
+			return strings.TrimSuffix(name, ext), true
+		}
+	}
+	return name, false
 }
 
 // validate reports whether r is usable.
@@ -63,6 +113,9 @@ func (r *Rotate) validate() error {
 	}
 	if r.MaxBackups < 0 || r.MaxAge < 0 || r.MaxTotalBytes < 0 {
 		return errors.New("writer: negative limit in Rotate")
+	}
+	if r.Compression < NoCompression || r.Compression > Zstd {
+		return fmt.Errorf("writer: unknown Rotate.Compression %d", r.Compression)
 	}
 	return nil
 }
@@ -420,7 +473,7 @@ func backupTime(path, name string, local bool) (t time.Time, ok bool) {
 	base := filepath.Base(path)
 	ext := filepath.Ext(base)
 	prefix := strings.TrimSuffix(base, ext) + "-"
-	name = strings.TrimSuffix(name, ".gz")
+	name, _ = trimCompressed(name)
 	if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, ext) || len(name) != len(prefix)+len(BackupTimeFormat)+len(ext) {
 		return time.Time{}, false
 	}
@@ -534,14 +587,14 @@ func (s *rotSink) report(err error) {
 // tidy compresses the backup name (if Compress; "" compresses every
 // backup left uncompressed) and prunes the backups. Janitor goroutine.
 func (s *rotSink) tidy(name string) {
-	if s.rot.Compress {
+	if s.rot.codec() != NoCompression {
 		if name != "" {
 			if err := s.compress(name); err != nil {
 				s.report(err)
 			}
 		} else {
 			for _, b := range s.backups() {
-				if !strings.HasSuffix(b.name, ".gz") {
+				if _, done := trimCompressed(b.name); !done {
 					if err := s.compress(b.name); err != nil {
 						s.report(err)
 					}
@@ -554,9 +607,9 @@ func (s *rotSink) tidy(name string) {
 	}
 }
 
-// compress gzips the backup name into name.gz: it writes name.gz.tmp,
-// syncs it, renames it to name.gz, syncs the directory, and only then
-// removes name. On any error name is left as it was, and the temporary
+// compress compresses the backup name into name.gz (or .zst): it writes
+// name.gz.tmp, syncs it, renames it to name.gz, syncs the directory, and
+// only then removes name. On any error name is left as it was, and the temporary
 // file is removed.
 func (s *rotSink) compress(name string) error {
 	src, err := s.fsys.OpenFile(name, os.O_RDONLY, 0)
@@ -571,19 +624,33 @@ func (s *rotSink) compress(name string) error {
 	if err != nil {
 		return fmt.Errorf("writer: compress: %w", err)
 	}
-	tmp := name + ".gz.tmp"
+	ext := compressedExt(s.rot.codec())
+	tmp := name + ext + ".tmp"
 	dst, err := s.fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, s.perm)
 	if err != nil {
 		return fmt.Errorf("writer: compress: %w", err)
 	}
 	err = func() error {
-		if s.zw == nil {
-			s.zw = gzip.NewWriter(&offsetWriter{f: dst})
-		} else {
-			s.zw.Reset(&offsetWriter{f: dst})
+		var zw io.WriteCloser
+		switch s.rot.codec() {
+		case Zstd:
+			// One encoder per file, without goroutines of its own, so that
+			// nothing outlives the janitor.
+			enc, err := zstd.NewWriter(&offsetWriter{f: dst}, zstd.WithEncoderConcurrency(1))
+			if err != nil {
+				return err
+			}
+			zw = enc
+		default:
+			if s.zw == nil {
+				s.zw = gzip.NewWriter(&offsetWriter{f: dst})
+			} else {
+				s.zw.Reset(&offsetWriter{f: dst})
+			}
+			zw = s.zw
 		}
-		zw := s.zw
 		if _, err := io.Copy(zw, io.NewSectionReader(src, 0, size)); err != nil {
+			zw.Close()
 			return err
 		}
 		if err := zw.Close(); err != nil {
@@ -596,7 +663,7 @@ func (s *rotSink) compress(name string) error {
 	}
 	dir := filepath.Dir(s.path)
 	if err == nil {
-		err = s.fsys.Rename(tmp, name+".gz")
+		err = s.fsys.Rename(tmp, name+ext)
 	}
 	if err != nil {
 		s.fsys.Remove(tmp)
@@ -633,7 +700,7 @@ type backup struct {
 }
 
 // backups lists the backups of the file, newest first. Names of files
-// being compressed (.gz.tmp) are not backups.
+// being compressed (.gz.tmp, .zst.tmp) are not backups.
 func (s *rotSink) backups() []backup {
 	dir := filepath.Dir(s.path)
 	names, err := s.fsys.List(dir)
@@ -711,11 +778,12 @@ func (s *rotSink) recover() error {
 	for _, n := range names {
 		full := filepath.Join(dir, n)
 		switch t, ok := backupTime(s.path, n, s.rot.LocalTime); {
-		case strings.HasSuffix(n, ".gz.tmp"):
-			if _, ok := backupTime(s.path, strings.TrimSuffix(n, ".tmp"), s.rot.LocalTime); !ok {
+		case strings.HasSuffix(n, ".tmp"):
+			base, compressed := trimCompressed(strings.TrimSuffix(n, ".tmp"))
+			if _, ok := backupTime(s.path, base, s.rot.LocalTime); !ok || !compressed {
 				continue
 			}
-		case ok && !strings.HasSuffix(n, ".gz") && have[n+".gz"]:
+		case ok && !isCompressed(n) && (have[n+".gz"] || have[n+".zst"]):
 		default:
 			if ok && t.After(s.last) {
 				s.last = t

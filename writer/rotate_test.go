@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/appendlog/appendlog/internal/engine/clock"
 	"github.com/appendlog/appendlog/internal/payload"
 	"github.com/appendlog/appendlog/internal/vfs"
@@ -39,17 +41,30 @@ func rotateFiles(t testing.TB, fsys vfs.FS, path string) (names []string, conten
 		}
 	}
 	slices.SortFunc(names, func(a, b string) int {
-		return strings.Compare(strings.TrimSuffix(a, ".gz"), strings.TrimSuffix(b, ".gz"))
+		a, _ = trimCompressed(a)
+		b, _ = trimCompressed(b)
+		return strings.Compare(a, b)
 	})
 	names = append(names, filepath.Base(path))
 	for _, n := range names {
 		b := readVFS(t, fsys, filepath.Join(dir, n))
-		if strings.HasSuffix(n, ".gz") {
+		switch {
+		case strings.HasSuffix(n, ".gz"):
 			zr, err := gzip.NewReader(bytes.NewReader(b))
 			if err != nil {
 				t.Fatalf("%s: %v", n, err)
 			}
 			if b, err = io.ReadAll(zr); err != nil {
+				t.Fatalf("%s: %v", n, err)
+			}
+		case strings.HasSuffix(n, ".zst"):
+			zr, err := zstd.NewReader(bytes.NewReader(b))
+			if err != nil {
+				t.Fatalf("%s: %v", n, err)
+			}
+			b, err = io.ReadAll(zr)
+			zr.Close()
+			if err != nil {
 				t.Fatalf("%s: %v", n, err)
 			}
 		}
@@ -147,13 +162,14 @@ func checkRotated(t *testing.T, names []string, contents [][]byte, expect []uint
 // together hold every record exactly once, whole, in per-producer order.
 func TestRotateProducers(t *testing.T) {
 	for _, producers := range []int{8, 64} {
-		for _, compress := range []bool{false, true} {
+		for _, codec := range []Compression{NoCompression, Gzip, Zstd} {
+			compress := codec != NoCompression
 			if compress && producers > 8 {
 				continue // compression does not depend on the producers
 			}
-			t.Run(fmt.Sprintf("producers=%d/compress=%v", producers, compress), func(t *testing.T) {
+			t.Run(fmt.Sprintf("producers=%d/compression=%d", producers, codec), func(t *testing.T) {
 				path := filepath.Join(memTempDir(t), "app.log")
-				rot := &Rotate{MaxBytes: MinRotateBytes, Compress: compress}
+				rot := &Rotate{MaxBytes: MinRotateBytes, Compression: codec}
 				r, err := OpenFile(path, &RingOptions{Size: 64 << 10, Rotate: rot})
 				if err != nil {
 					t.Fatal(err)
@@ -178,8 +194,8 @@ func TestRotateProducers(t *testing.T) {
 					t.Errorf("%d files after %d rotations", len(names), st.Rotations)
 				}
 				for _, n := range names[:len(names)-1] {
-					if strings.HasSuffix(n, ".gz") != compress {
-						t.Errorf("backup %s with Compress %v", n, compress)
+					if want := compressedExt(codec); !strings.HasSuffix(n, ".log"+want) {
+						t.Errorf("backup %s with Compression %d, want suffix .log%s", n, codec, want)
 					}
 				}
 				checkRotated(t, names, contents, expect, rot.MaxBytes)
@@ -459,17 +475,28 @@ func TestRotateRecover(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "app.log")
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	done := backupName(path, at)                  // compressed, original left
-	half := backupName(path, at.Add(time.Second)) // compression under way
-	other := filepath.Join(dir, "app-notes.log")  // not a backup
+	done := backupName(path, at)                     // compressed, original left
+	half := backupName(path, at.Add(time.Second))    // compression under way
+	zdone := backupName(path, at.Add(2*time.Second)) // the same with zstd
+	zhalf := backupName(path, at.Add(3*time.Second)) //
+	other := filepath.Join(dir, "app-notes.log")     // not a backup
+	stray := filepath.Join(dir, "app-notes.log.tmp") // not a backup's temporary file
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	zw.Write([]byte("a\n"))
 	zw.Close()
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zst := enc.EncodeAll([]byte("a\n"), nil)
+	enc.Close()
 	for name, data := range map[string][]byte{
 		done: []byte("a\n"), done + ".gz": gz.Bytes(),
 		half: []byte("b\n"), half + ".gz.tmp": gz.Bytes()[:5],
-		other: []byte("c\n"),
+		zdone: []byte("a\n"), zdone + ".zst": zst,
+		zhalf: []byte("b\n"), zhalf + ".zst.tmp": zst[:3],
+		other: []byte("c\n"), stray: []byte("d\n"),
 	} {
 		if err := os.WriteFile(name, data, 0o644); err != nil {
 			t.Fatal(err)
@@ -490,7 +517,7 @@ func TestRotateRecover(t *testing.T) {
 	for _, e := range ents {
 		got = append(got, e.Name())
 	}
-	want := []string{filepath.Base(done) + ".gz", filepath.Base(half), "app-notes.log", "app.log"}
+	want := []string{filepath.Base(done) + ".gz", filepath.Base(half), filepath.Base(zdone) + ".zst", filepath.Base(zhalf), "app-notes.log", "app-notes.log.tmp", "app.log"}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("files %q, want %q", got, want)
