@@ -375,6 +375,7 @@ func openRotating(path string, o RingOptions) (*Ring, error) {
 		return nil, err
 	}
 	r.cut = m
+	s.startSchedule(func() uint64 { pos, _ := r.e.Tail(); return pos })
 	return r, nil
 }
 

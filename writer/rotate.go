@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/appendlog/appendlog/internal/engine/clock"
 	"github.com/appendlog/appendlog/internal/vfs"
 )
 
@@ -62,6 +64,14 @@ type Rotate struct {
 	Compress bool
 	// LocalTime names backups by local time; default UTC.
 	LocalTime bool
+	// Every rotates on a schedule as well: at each multiple of Every of
+	// the wall clock (counted in UTC from the zero time, so 24 * time.Hour
+	// cuts at UTC midnight and time.Hour on the hour). Records claimed
+	// before the boundary end the old file and those claimed after start
+	// the next; a file that got no record since the last cut is not
+	// rotated. At least one second; zero rotates by size only. With Every
+	// set, MaxBytes may be zero (no size limit).
+	Every time.Duration
 }
 
 // Compression says how rotated files are compressed.
@@ -108,8 +118,11 @@ func trimCompressed(name string) (string, bool) {
 
 // validate reports whether r is usable.
 func (r *Rotate) validate() error {
-	if r.MaxBytes < MinRotateBytes {
+	if r.MaxBytes < MinRotateBytes && !(r.MaxBytes == 0 && r.Every > 0) {
 		return fmt.Errorf("writer: Rotate.MaxBytes %d is below %d", r.MaxBytes, MinRotateBytes)
+	}
+	if r.Every != 0 && r.Every < time.Second {
+		return fmt.Errorf("writer: Rotate.Every %v is below one second", r.Every)
 	}
 	if r.MaxBackups < 0 || r.MaxAge < 0 || r.MaxTotalBytes < 0 {
 		return errors.New("writer: negative limit in Rotate")
@@ -217,6 +230,13 @@ type rotSink struct {
 	// boundary) at which Reopen asked for a new file.
 	reopenAt uint64
 	reopens  atomic.Uint64
+	// rotateAt, if not 0, is one more than the log position (a record
+	// boundary) at which the schedule (Rotate.Every) asked for a cut.
+	rotateAt uint64
+	// sched is the goroutine that asks for the scheduled cuts; nil
+	// without Rotate.Every. clk is the Ring's clock.
+	sched *schedule
+	clk   clock.Clock
 
 	rotations atomic.Uint64
 	errs      atomic.Uint64
@@ -256,8 +276,10 @@ func openRotSink(path string, o *RingOptions, m *marks, maxClaim int) (*rotSink,
 	if o.Rotate != nil {
 		s.rot = *o.Rotate
 	}
+	s.clk = clock.Real()
 	if o.clock != nil {
 		s.now = o.clock.Now
+		s.clk = o.clock
 	}
 	s.ccond = sync.NewCond(&s.cmu)
 	if m != nil {
@@ -287,7 +309,7 @@ func openRotSink(path string, o *RingOptions, m *marks, maxClaim int) (*rotSink,
 		return s, nil
 	}
 	s.janitor = newWorker(s.tidy)
-	if cur.off >= s.rot.MaxBytes {
+	if s.rot.MaxBytes > 0 && cur.off >= s.rot.MaxBytes {
 		// The file is full already: start a new one at once.
 		if err := s.rotate(); err != nil {
 			s.close()
@@ -304,9 +326,15 @@ func openRotSink(path string, o *RingOptions, m *marks, maxClaim int) (*rotSink,
 // markAfter returns the first mark at least MaxBytes - 4 KiB past a file
 // that starts at start.
 func (s *rotSink) markAfter(start uint64) uint64 {
+	if s.rot.MaxBytes == 0 {
+		return noMark
+	}
 	at := start + uint64(s.rot.MaxBytes) - 1<<_markShift
 	return (at + 1<<_markShift - 1) >> _markShift
 }
+
+// noMark is the cutMark of a file with no size limit.
+const noMark = math.MaxUint64
 
 // startPos is the log position of the first byte the Ring claims: the
 // size of the file it appends to, so that the first file's offsets and
@@ -323,7 +351,7 @@ func (s *rotSink) Write(pos uint64, a, b []byte) error {
 			ok     bool
 			reopen bool
 		)
-		if s.marks != nil {
+		if s.marks != nil && s.cutMark != noMark {
 			c, ok = s.marks.start(s.cutMark, s.maxClaim)
 			if ok && c <= s.start {
 				// One record spans the file from its start past the
@@ -332,6 +360,12 @@ func (s *rotSink) Write(pos uint64, a, b []byte) error {
 				s.cutMark++
 				continue
 			}
+		}
+		if s.rotateAt != 0 && s.rotateAt-1 <= s.start {
+			s.rotateAt = 0 // nothing was written to this file since
+		}
+		if s.rotateAt != 0 && (!ok || s.rotateAt-1 < c) {
+			c, ok = s.rotateAt-1, true
 		}
 		if s.reopenAt != 0 && (!ok || s.reopenAt-1 <= c) {
 			c, ok, reopen = s.reopenAt-1, true, true
@@ -397,7 +431,54 @@ func (s *rotSink) switchAt(c uint64, reopen bool) error {
 	if s.marks != nil {
 		s.cutMark = s.markAfter(c)
 	}
+	if s.rotateAt != 0 && s.rotateAt-1 <= c {
+		s.rotateAt = 0 // this switch made the scheduled cut, or a later one
+	}
 	return nil
+}
+
+// requestRotate asks for a scheduled cut at the log position tail returns
+// (the claim tail, a record boundary), as requestReopen does for Reopen.
+func (s *rotSink) requestRotate(tail func() uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rotateAt == 0 {
+		s.rotateAt = tail() + 1
+	}
+}
+
+// schedule is the goroutine that asks for a cut at each multiple of
+// Rotate.Every; stop joins it.
+type schedule struct {
+	quit chan struct{}
+	exit chan struct{}
+}
+
+// startSchedule starts the schedule if Rotate.Every is set; tail returns
+// the Ring's claim tail. Close stops it (close).
+func (s *rotSink) startSchedule(tail func() uint64) {
+	if s.marks == nil || s.rot.Every <= 0 {
+		return
+	}
+	s.sched = &schedule{quit: make(chan struct{}), exit: make(chan struct{})}
+	go s.runSchedule(tail)
+}
+
+func (s *rotSink) runSchedule(tail func() uint64) {
+	defer close(s.sched.exit)
+	every := s.rot.Every
+	for {
+		now := s.clk.Now()
+		next := now.Truncate(every).Add(every)
+		t := s.clk.NewTimer(next.Sub(now))
+		select {
+		case <-t.C():
+		case <-s.sched.quit:
+			t.Stop()
+			return
+		}
+		s.requestRotate(tail)
+	}
 }
 
 // reopen closes the file under its old name, wherever it is now, and opens
@@ -807,6 +888,11 @@ func (s *rotSink) recover() error {
 // the janitor once they have done their work. It is called after the
 // flusher's last write and sync.
 func (s *rotSink) close() error {
+	if s.sched != nil {
+		close(s.sched.quit)
+		<-s.sched.exit
+		s.sched = nil
+	}
 	err := s.cur.close()
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr

@@ -3,6 +3,7 @@ package writer
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -586,5 +587,98 @@ func TestPowerCutMidRotation(t *testing.T) {
 		}
 		got := verifyCrashed(t, data, tornTail{}, acked)
 		t.Logf("trial %d: %d files, %d records kept, acked %v, %d rotations", trial, len(names), got, acked, r.Stats().Rotations)
+	}
+}
+
+// waitDeadline waits until clk has a timer armed for at, or fails.
+func waitDeadline(t *testing.T, clk *clock.Fake, at time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for {
+		ch := clk.Changed()
+		if slices.ContainsFunc(clk.Deadlines(), at.Equal) {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("no timer armed for %v (armed: %v)", at, clk.Deadlines())
+		}
+	}
+}
+
+// TestRotateEvery checks the schedule (Rotate.Every with no size limit)
+// on a fake clock: records written before an hour boundary end the old
+// file and those after start the next, and a period with no record makes
+// no file.
+func TestRotateEvery(t *testing.T) {
+	base := time.Date(2030, 1, 1, 0, 0, 0, 500e6, time.UTC)
+	hour := func(n int) time.Time { return base.Truncate(time.Hour).Add(time.Duration(n) * time.Hour) }
+	clk := newFakeClockAt(base)
+	path := filepath.Join(t.TempDir(), "app.log")
+	r, err := OpenFile(path, &RingOptions{Size: 64 << 10, Rotate: &Rotate{Every: time.Hour}, clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	period := func(p int) []byte {
+		var b []byte
+		for i := range 300 {
+			line := fmt.Appendf(nil, "period %d line %03d\n", p, i)
+			mustWrite(t, r, line)
+			b = append(b, line...)
+		}
+		if err := r.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	next := func(n int) { // advance to hour n; the schedule then arms hour n+1
+		waitDeadline(t, clk, hour(n))
+		clk.Advance(hour(n).Sub(clk.Now()))
+		waitDeadline(t, clk, hour(n+1))
+	}
+	// A boundary before the first record makes no file.
+	next(1)
+	want := [][]byte{period(1)}
+	// Crossing 02:00 asks for a cut before the next record.
+	next(2)
+	want = append(want, period(2))
+	// Two boundaries with nothing written: one cut, no empty file.
+	next(3)
+	next(4)
+	want = append(want, period(4))
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Stats(); st.Rotations != 2 || st.RotationErrors != 0 {
+		t.Errorf("%d rotations, %d errors; want 2, 0", st.Rotations, st.RotationErrors)
+	}
+	names, contents := rotateFiles(t, vfs.OS(), path)
+	if len(contents) != len(want) {
+		t.Fatalf("files %v, want %d", names, len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(contents[i], want[i]) {
+			t.Errorf("%s holds %d bytes (%.40q…), want period %d's %d bytes", names[i], len(contents[i]), contents[i], i, len(want[i]))
+		}
+	}
+}
+
+// TestRotateEveryValidate checks the limits of Every and MaxBytes.
+func TestRotateEveryValidate(t *testing.T) {
+	for _, tc := range []struct {
+		rot Rotate
+		ok  bool
+	}{
+		{Rotate{Every: time.Hour}, true},
+		{Rotate{Every: time.Hour, MaxBytes: MinRotateBytes}, true},
+		{Rotate{Every: time.Millisecond}, false},
+		{Rotate{}, false},
+		{Rotate{MaxBytes: MinRotateBytes, Compression: Zstd + 1}, false},
+	} {
+		if err := tc.rot.validate(); (err == nil) != tc.ok {
+			t.Errorf("%+v: validate = %v", tc.rot, err)
+		}
 	}
 }
