@@ -58,6 +58,11 @@
 // on with the rest. A file is therefore at most MaxBytes long (unless one
 // record is longer) and at least MaxBytes - 4 KiB - one record.
 //
+// Rotate.Every adds a schedule: at each boundary a goroutine asks for a cut
+// at the claim tail, which is a record boundary, and the flusher makes it
+// before writing the next record, so records claimed before the boundary
+// end the old file and those after it start the next.
+//
 // Producers never wait for a rotation: the rename and the new file cost
 // the flusher a few system calls. The rotated file is synced, closed and
 // unlocked by a closer goroutine, and compressed and pruned by a janitor
