@@ -129,6 +129,9 @@ func TestDeadWriter(t *testing.T) {
 			if r.Padded() != 1 {
 				t.Fatalf("padded %d frames, want 1", r.Padded())
 			}
+			if st := l.Stats(); st.Padded != 1 || st.Claims != 3 {
+				t.Fatalf("Log Stats %+v, want 1 padded and this Log's 3 claims", st)
+			}
 			t.Logf("passed the dead writer's frame %v after the kill", took)
 			for i, rec := range recs {
 				if w, c, err := payload.Decode(rec.Payload); err != nil || w != 1 || c != uint64(i) {

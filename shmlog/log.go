@@ -504,6 +504,40 @@ func (l *Log) Sync(ctx context.Context) error {
 // Path returns the name of file 0.
 func (l *Log) Path() string { return l.path }
 
+// LogStats is a snapshot of a Log's counters. Claims is this Log's own;
+// the others describe the shared log, whichever process moved them.
+type LogStats struct {
+	// Claims counts the claims this Log entered (Append and Reserve),
+	// including those that found the active file full and moved on to the
+	// next one.
+	Claims uint64
+	// ActiveFile is the index of the file appends go to; ActiveBytes the
+	// bytes claimed in it (at most Capacity, which bounds each file).
+	ActiveFile, ActiveBytes, Capacity uint64
+	// Padded counts the frames readers padded over because their writer
+	// died before committing them.
+	Padded uint64
+}
+
+// Stats returns a snapshot of the counters: a few atomic loads. Like the
+// other methods it must not run concurrently with Close; after Close it
+// returns the zero LogStats.
+func (l *Log) Stats() LogStats {
+	if l.closed.Load() || l.entered == nil {
+		return LogStats{}
+	}
+	s := LogStats{
+		Claims:     l.entered.Load(),
+		ActiveFile: l.hdr.active().Load(),
+		Capacity:   l.capacity,
+		Padded:     l.hdr.padded().Load(),
+	}
+	if f := l.cur.Load(); f != nil {
+		s.ActiveBytes = min(f.tail.Load(), l.capacity)
+	}
+	return s
+}
+
 // Close frees this process's slot and unmaps the log. The last process to
 // close (no other Log or Reader open) trims the active file after its
 // tail. Close must not run concurrently with other calls on l.

@@ -32,8 +32,15 @@ func TestAppendRead(t *testing.T) {
 		want = append(want, p)
 		pos = append(pos, at)
 	}
-	if pos[len(pos)-1]>>32 == 0 {
-		t.Fatalf("300 records did not roll a 16 KiB file: last position %#x", pos[len(pos)-1])
+	last := pos[len(pos)-1]
+	if last>>32 == 0 {
+		t.Fatalf("300 records did not roll a 16 KiB file: last position %#x", last)
+	}
+	// One claim per record, and one more per roll: the claim that found
+	// the file full.
+	if st := l.Stats(); st.ActiveFile != last>>32 || st.Claims != 300+st.ActiveFile ||
+		st.ActiveBytes <= last&0xffffffff || st.ActiveBytes > st.Capacity || st.Padded != 0 {
+		t.Fatalf("Stats %+v after 300 records ending at %#x", st, last)
 	}
 	r, err := l.NewReader(0)
 	if err != nil {
