@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/appendlog/appendlog/shmlog"
 	"github.com/appendlog/appendlog/wal"
 	"github.com/appendlog/appendlog/writer"
 )
@@ -45,6 +46,23 @@ func scrape(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily
 
 // value returns the one sample of the family name, checking its type and
 // its label.
+// metricWant is a metric's expected type and value.
+type metricWant struct {
+	name string
+	typ  dto.MetricType
+	want float64
+}
+
+// checkValues checks each wanted metric of the sample labelled label.
+func checkValues(t *testing.T, fams map[string]*dto.MetricFamily, label string, wants []metricWant) {
+	t.Helper()
+	for _, m := range wants {
+		if got := value(t, fams, m.name, m.typ, label); got != m.want {
+			t.Errorf("%s = %v, want %v", m.name, got, m.want)
+		}
+	}
+}
+
 func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, typ dto.MetricType, label string) float64 {
 	t.Helper()
 	f, ok := fams[name]
@@ -97,11 +115,7 @@ func TestRingCollector(t *testing.T) {
 		t.Fatalf("the test wrote too little: %+v", s)
 	}
 	C, G := dto.MetricType_COUNTER, dto.MetricType_GAUGE
-	for _, m := range []struct {
-		name string
-		typ  dto.MetricType
-		want float64
-	}{
+	checkValues(t, fams, "app", []metricWant{
 		{"appendlog_writer_records_total", C, float64(s.Records)},
 		{"appendlog_writer_bytes_total", C, float64(s.Bytes)},
 		{"appendlog_writer_written_records_total", C, float64(s.WrittenRecords)},
@@ -119,11 +133,7 @@ func TestRingCollector(t *testing.T) {
 		{"appendlog_writer_rotation_errors_total", C, float64(s.RotationErrors)},
 		{"appendlog_writer_reopens_total", C, float64(s.Reopens)},
 		{"appendlog_writer_failed", G, 0},
-	} {
-		if got := value(t, fams, m.name, m.typ, "app"); got != m.want {
-			t.Errorf("%s = %v, want %v", m.name, got, m.want)
-		}
-	}
+	})
 	if value(t, fams, "appendlog_writer_records_total", C, "app") != 2000 {
 		t.Error("records_total is not the 2000 records written")
 	}
@@ -212,11 +222,7 @@ func TestLogCollector(t *testing.T) {
 	fams := scrape(t, reg)
 	s := l.Stats()
 	C, G := dto.MetricType_COUNTER, dto.MetricType_GAUGE
-	for _, m := range []struct {
-		name string
-		typ  dto.MetricType
-		want float64
-	}{
+	checkValues(t, fams, "orders", []metricWant{
 		{"appendlog_wal_appended_bytes_total", C, float64(s.Appended)},
 		{"appendlog_wal_written_bytes_total", C, float64(s.Written)},
 		{"appendlog_wal_writes_total", C, float64(s.Writes)},
@@ -227,13 +233,39 @@ func TestLogCollector(t *testing.T) {
 		{"appendlog_wal_segments_deleted_total", C, float64(s.SegmentsDeleted)},
 		{"appendlog_wal_synced_records_total", C, float64(s.SyncedRecords)},
 		{"appendlog_wal_failed", G, 0},
-	} {
-		if got := value(t, fams, m.name, m.typ, "orders"); got != m.want {
-			t.Errorf("%s = %v, want %v", m.name, got, m.want)
-		}
-	}
+	})
 	if s.Syncs == 0 || s.DurableSeq != s.NextSeq-1 || s.SyncedRecords != 100 {
 		t.Errorf("after Sync: %+v", s)
 	}
 	checkHistogram(t, fams, "appendlog_wal_sync_duration_seconds", &s.SyncLatency)
+}
+
+// TestShmCollector scrapes a shared-memory log's collector and checks
+// names, types and values against its Stats.
+func TestShmCollector(t *testing.T) {
+	l, err := shmlog.Open(filepath.Join(t.TempDir(), "shm"), &shmlog.Options{MaxFileSize: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 300 {
+		if _, err := l.Append(fmt.Appendf(nil, "entry %095d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewShmCollector(l, prometheus.Labels{"log": "shared"}))
+	fams := scrape(t, reg)
+	s := l.Stats()
+	C, G := dto.MetricType_COUNTER, dto.MetricType_GAUGE
+	checkValues(t, fams, "shared", []metricWant{
+		{"appendlog_shmlog_claims_total", C, float64(s.Claims)},
+		{"appendlog_shmlog_active_file", G, float64(s.ActiveFile)},
+		{"appendlog_shmlog_active_file_bytes", G, float64(s.ActiveBytes)},
+		{"appendlog_shmlog_file_capacity_bytes", G, float64(s.Capacity)},
+		{"appendlog_shmlog_padded_frames_total", C, 0},
+	})
+	if s.Claims < 300 || s.ActiveFile == 0 || s.ActiveBytes == 0 {
+		t.Errorf("after 300 appends into 16 KiB files: %+v", s)
+	}
 }
