@@ -44,6 +44,7 @@ type Reader struct {
 
 	f       vfs.File
 	sc      *frame.Scanner
+	scBuf   *frame.Scanner // a finished segment's scanner, kept for its buffer
 	cur     segInfo
 	sealed  bool
 	footer  frame.Footer
@@ -277,7 +278,13 @@ func (r *Reader) openSegment() error {
 	}
 	r.f, r.footer, r.mark = f, ft, mark
 	r.dataEnd = headerPage
-	r.sc = frame.NewScanner(io.NewSectionReader(f, headerPage, max(limit-headerPage, 0)), headerPage, r.maxRec)
+	data := io.NewSectionReader(f, headerPage, max(limit-headerPage, 0))
+	if r.scBuf != nil {
+		r.sc, r.scBuf = r.scBuf, nil
+		r.sc.Reset(data, headerPage)
+	} else {
+		r.sc = frame.NewScanner(data, headerPage, r.maxRec)
+	}
 	return nil
 }
 
@@ -288,7 +295,7 @@ func (r *Reader) endSegment(damage error) {
 	defer func() {
 		if r.f != nil {
 			r.f.Close()
-			r.f, r.sc = nil, nil
+			r.f, r.sc, r.scBuf = nil, nil, r.sc // the next segment reuses the scanner's buffer
 		}
 		r.i++
 	}()
