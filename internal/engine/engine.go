@@ -59,6 +59,7 @@ import (
 	"math"
 	"math/bits"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -731,8 +732,10 @@ func (e *Engine) await(ctx context.Context, v *atomic.Uint64, want uint64) error
 	e.waiters.Add(1)
 	defer e.waiters.Add(-1)
 	e.wake()
+	w := e.progress.Waiter()
+	defer w.Release()
 	for {
-		ch := e.progress.Wait()
+		w.Arm()
 		if cond() {
 			return nil
 		}
@@ -751,7 +754,7 @@ func (e *Engine) await(ctx context.Context, v *atomic.Uint64, want uint64) error
 		default:
 		}
 		select {
-		case <-ch:
+		case <-w.C():
 		case <-e.done:
 		case <-ctx.Done():
 			return ctx.Err()
@@ -845,13 +848,72 @@ func (e *Engine) Stats() Stats {
 	}
 }
 
-// Broadcaster wakes every goroutine waiting on the channel it handed out.
-// The zero value is ready to use. The pattern: ch := b.Wait(), check the
-// condition, then block on ch; whoever changes the condition calls
-// Broadcast after changing it, so no wake-up is lost.
+// Broadcaster wakes every goroutine waiting on it. The zero value is ready
+// to use. The pattern: ch := b.Wait() (or w := b.Waiter() and w.C()),
+// check the condition, then block on the channel; whoever changes the
+// condition calls Broadcast after changing it, so no wake-up is lost.
+//
+// Wait hands out a channel that Broadcast closes, so a new one is made
+// for each round with waiters. A Waiter is a reusable slot instead: hot
+// paths that wait once per operation (WaitSynced at one goroutine) take
+// one from a pool and wait without allocating.
 type Broadcaster struct {
 	mu sync.Mutex
 	ch chan struct{} // Protected by mu; nil when nobody waits.
+	ws []*Waiter     // armed Waiters; Protected by mu.
+}
+
+// A Waiter is a wake-up slot of a Broadcaster: Arm it, check the
+// condition, then block on C; Broadcast sends to every armed Waiter and
+// disarms it. Release returns it to the pool.
+type Waiter struct {
+	c     chan struct{} // capacity 1
+	b     *Broadcaster
+	armed bool // in b.ws; Protected by b.mu.
+}
+
+var waiterPool = sync.Pool{New: func() any { return &Waiter{c: make(chan struct{}, 1)} }}
+
+// Waiter returns a disarmed Waiter of b, from a pool.
+func (b *Broadcaster) Waiter() *Waiter {
+	w := waiterPool.Get().(*Waiter)
+	w.b = b
+	return w
+}
+
+// Arm makes the next Broadcast wake w, dropping a wake-up of an earlier
+// round that was not received.
+func (w *Waiter) Arm() {
+	select {
+	case <-w.c:
+	default:
+	}
+	b := w.b
+	b.mu.Lock()
+	if !w.armed {
+		w.armed = true
+		b.ws = append(b.ws, w)
+	}
+	b.mu.Unlock()
+}
+
+// C returns the channel the next Broadcast after Arm sends on.
+func (w *Waiter) C() <-chan struct{} { return w.c }
+
+// Release disarms w and returns it to the pool; w must not be used after.
+func (w *Waiter) Release() {
+	b := w.b
+	b.mu.Lock()
+	if w.armed {
+		w.armed = false
+		i := slices.Index(b.ws, w)
+		b.ws[i] = b.ws[len(b.ws)-1]
+		b.ws[len(b.ws)-1] = nil
+		b.ws = b.ws[:len(b.ws)-1]
+	}
+	b.mu.Unlock()
+	w.b = nil
+	waiterPool.Put(w)
 }
 
 // Wait returns a channel that the next Broadcast closes.
@@ -864,12 +926,22 @@ func (b *Broadcaster) Wait() <-chan struct{} {
 	return b.ch
 }
 
-// Broadcast wakes every goroutine waiting on a channel from Wait.
+// Broadcast wakes every goroutine waiting on a channel from Wait and every
+// armed Waiter.
 func (b *Broadcaster) Broadcast() {
 	b.mu.Lock()
 	if b.ch != nil {
 		close(b.ch)
 		b.ch = nil
 	}
+	for i, w := range b.ws {
+		w.armed = false
+		select {
+		case w.c <- struct{}{}:
+		default:
+		}
+		b.ws[i] = nil
+	}
+	b.ws = b.ws[:0]
 	b.mu.Unlock()
 }

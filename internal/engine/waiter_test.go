@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestWaiter checks a Broadcaster's Waiter: an armed Waiter is woken by the
+// next Broadcast and disarmed by it, a wake-up of an earlier round is
+// dropped by Arm, Release disarms, and a wait cycle does not allocate.
+func TestWaiter(t *testing.T) {
+	var b Broadcaster
+	w1, w2 := b.Waiter(), b.Waiter()
+	w1.Arm()
+	w2.Arm()
+	b.Broadcast()
+	for i, w := range []*Waiter{w1, w2} {
+		select {
+		case <-w.C():
+		default:
+			t.Fatalf("waiter %d not woken", i)
+		}
+	}
+	b.Broadcast() // nobody armed: no token
+	select {
+	case <-w1.C():
+		t.Fatal("a disarmed waiter was woken")
+	default:
+	}
+	w1.Arm()
+	b.Broadcast()
+	w1.Arm() // the token of the round before is dropped
+	select {
+	case <-w1.C():
+		t.Fatal("Arm kept the wake-up of an earlier round")
+	default:
+	}
+	w1.Release() // armed: removed
+	w2.Release()
+	if len(b.ws) != 0 {
+		t.Fatalf("%d waiters left armed", len(b.ws))
+	}
+	w := b.Waiter()
+	w.Release()
+	if a := testing.AllocsPerRun(1000, func() {
+		w := b.Waiter()
+		w.Arm()
+		b.Broadcast()
+		<-w.C()
+		w.Release()
+	}); a != 0 {
+		t.Errorf("%v allocs per wait cycle", a)
+	}
+}
+
+// TestWaiterNoLostWakeup: goroutines wait with Waiters for a counter that
+// another goroutine advances, broadcasting after each step, under -race;
+// a lost wake-up leaves a waiter blocked until the deadline.
+func TestWaiterNoLostWakeup(t *testing.T) {
+	var (
+		b Broadcaster
+		v atomic.Uint64
+	)
+	const steps = 20000
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := b.Waiter()
+			defer w.Release()
+			for seen := uint64(0); seen < steps; {
+				w.Arm()
+				if n := v.Load(); n > seen {
+					seen = n
+					continue
+				}
+				select {
+				case <-w.C():
+				case <-ctx.Done():
+					errs <- ctx.Err()
+					return
+				}
+			}
+		}()
+	}
+	for range steps {
+		v.Add(1)
+		b.Broadcast()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("a waiter missed the last wake-up: %v", err)
+	}
+}
