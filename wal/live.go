@@ -545,8 +545,7 @@ func (r *Reader) followDamage(err error) bool {
 // written and synced), the segment's durable mark lies past it, or
 // reading failed.
 func (r *Reader) followFinal(err error) bool {
-	var d *frame.Damage
-	if !errors.As(err, &d) {
+	if _, ok := errors.AsType[*frame.Damage](err); !ok {
 		return true // an I/O error
 	}
 	if r.ls.end.Load() != 0 {
