@@ -529,6 +529,24 @@ func (c *Cursor) Next(ctx context.Context) (seq uint64, rec []byte, err error) {
 	if ctx == nil {
 		return 0, nil, fmt.Errorf("%w: Next", ErrNilContext)
 	}
+	return c.next1(ctx, nil)
+}
+
+// NextOrWake is Next that also returns ErrWoken, with no record, when it
+// would wait and wake can be received from (it receives one value) or is
+// closed. A consumer that must also react to events of its own (a
+// redelivery, a shutdown) waits on both without a goroutine or a context
+// per wait. A nil wake never fires. A record already visible is returned
+// first, whatever wake holds.
+func (c *Cursor) NextOrWake(ctx context.Context, wake <-chan struct{}) (seq uint64, rec []byte, err error) {
+	if ctx == nil {
+		return 0, nil, fmt.Errorf("%w: NextOrWake", ErrNilContext)
+	}
+	return c.next1(ctx, wake)
+}
+
+// next1 is Next and NextOrWake.
+func (c *Cursor) next1(ctx context.Context, wake <-chan struct{}) (seq uint64, rec []byte, err error) {
 	if c.closed.Load() {
 		return 0, nil, ErrClosed
 	}
@@ -553,7 +571,7 @@ func (c *Cursor) Next(ctx context.Context) (seq uint64, rec []byte, err error) {
 			}
 			return 0, nil, err
 		}
-		if err := c.r.Wait(ctx); err != nil {
+		if err := c.r.wait(ctx, wake); err != nil {
 			return 0, nil, err
 		}
 	}

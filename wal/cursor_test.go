@@ -873,3 +873,61 @@ func passLongGapConcurrently(t *testing.T, dir string, o *Options) {
 		t.Fatalf("%d gaps, committed %d; want 1 gap and %d", gaps, c.Committed(), l.NextSeq())
 	}
 }
+
+// TestCursorNextOrWake: NextOrWake returns a visible record whatever its
+// wake channel holds, ErrWoken when it would wait and wake fires, and a
+// record appended while it waits.
+func TestCursorNextOrWake(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "log")
+	l := mustOpen(t, dir, nil)
+	defer l.Close()
+	c, err := l.Cursor("w")
+	noErr(t, err)
+	defer c.Close()
+	ctx := context.Background()
+	wake := make(chan struct{}, 1)
+
+	wake <- struct{}{}
+	if _, _, err := c.NextOrWake(ctx, wake); !errors.Is(err, ErrWoken) {
+		t.Fatalf("NextOrWake on an empty log with wake ready = %v, want ErrWoken", err)
+	}
+	if len(wake) != 0 {
+		t.Fatal("NextOrWake did not receive the wake value")
+	}
+
+	appendN(t, l, 1)
+	noErr(t, l.Flush(ctx)) // visible: handed to the OS
+	wake <- struct{}{}
+	seq, rec, err := c.NextOrWake(ctx, wake)
+	if err != nil || seq != 1 || string(rec) != "rec 0" {
+		t.Fatalf("NextOrWake with a record visible = %d %q %v, want 1 \"rec 0\"", seq, rec, err)
+	}
+	<-wake
+
+	// Woken while it waits, by another goroutine.
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := c.NextOrWake(ctx, wake)
+		done <- err
+	}()
+	wake <- struct{}{}
+	if err := <-done; !errors.Is(err, ErrWoken) {
+		t.Fatalf("NextOrWake woken while waiting = %v, want ErrWoken", err)
+	}
+
+	// A record appended while it waits is returned.
+	go func() {
+		seq, _, err := c.NextOrWake(ctx, wake)
+		if err == nil && seq != 2 {
+			err = fmt.Errorf("seq %d, want 2", seq)
+		}
+		done <- err
+	}()
+	appendN(t, l, 1)
+	if err := <-done; err != nil {
+		t.Fatalf("NextOrWake waiting for an append: %v", err)
+	}
+	if _, _, err := c.NextOrWake(nil, wake); !errors.Is(err, ErrNilContext) { //nolint:staticcheck // a nil ctx is what is tested
+		t.Fatalf("NextOrWake(nil) = %v, want ErrNilContext", err)
+	}
+}

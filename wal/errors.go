@@ -20,6 +20,9 @@ var (
 	// ErrNilContext is returned by Flush, Sync and WaitDurable when given a
 	// nil context. The log is not failed by it.
 	ErrNilContext = errors.New("wal: nil context")
+	// ErrWoken is returned by Cursor.NextOrWake when its wake channel
+	// fired before a record was visible. It is not a failure.
+	ErrWoken = errors.New("wal: woken")
 )
 
 // These errors are returned by Open, OpenReader, Verify and Repair when the

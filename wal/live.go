@@ -316,6 +316,12 @@ func (r *Reader) Wait(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: Wait", ErrNilContext)
 	}
+	return r.wait(ctx, nil)
+}
+
+// wait is Wait that, on a Reader of an open Log, also returns ErrWoken
+// when wake can be received from. A nil wake never fires.
+func (r *Reader) wait(ctx context.Context, wake <-chan struct{}) error {
 	if r.l == nil {
 		return r.waitFollow(ctx)
 	}
@@ -328,13 +334,13 @@ func (r *Reader) Wait(ctx context.Context) error {
 	}
 	l := r.l
 	if r.vis == &l.w.durable {
-		if err := l.mapErr(l.eng.AwaitAtLeast(ctx, &l.w.written, want)); err != nil {
+		if err := l.mapErr(l.eng.AwaitAtLeastOrWake(ctx, &l.w.written, want, wake)); err != nil {
 			return err
 		}
 		pos, _ := l.eng.Tail()
 		l.eng.RequestSync(pos)
 	}
-	return l.mapErr(l.eng.AwaitAtLeast(ctx, r.vis, want))
+	return l.mapErr(l.eng.AwaitAtLeastOrWake(ctx, r.vis, want, wake))
 }
 
 // closeLive releases the Reader's segment, and a follower's table and

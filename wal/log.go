@@ -387,6 +387,8 @@ func (l *Log) mapErr(err error) error {
 		return nil
 	case errors.Is(err, engine.ErrClosed):
 		return ErrClosed
+	case errors.Is(err, engine.ErrWoken):
+		return ErrWoken
 	case errors.Is(err, engine.ErrNilContext):
 		// Not a failure of the log: a call that reached the engine with a
 		// nil context (the entry points refuse one first).

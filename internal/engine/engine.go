@@ -669,7 +669,7 @@ func (e *Engine) Flush(ctx context.Context) error {
 	}
 	pos, _ := e.Tail()
 	StoreMax(&e.flushReq, pos)
-	return e.await(ctx, &e.written, pos)
+	return e.await(ctx, &e.written, pos, nil)
 }
 
 // Sync waits until every byte claimed before the call is durable.
@@ -705,7 +705,7 @@ func (e *Engine) WaitSynced(ctx context.Context, pos uint64) error {
 		return nil
 	}
 	StoreMax(&e.syncReq, pos)
-	return e.await(ctx, &e.synced, pos)
+	return e.await(ctx, &e.synced, pos, nil)
 }
 
 // AwaitAtLeast waits until *v >= want, the engine fails, or ctx is done. v
@@ -716,8 +716,23 @@ func (e *Engine) AwaitAtLeast(ctx context.Context, v *atomic.Uint64, want uint64
 	if ctx == nil {
 		return nilContext("AwaitAtLeast")
 	}
-	return e.await(ctx, v, want)
+	return e.await(ctx, v, want, nil)
 }
+
+// AwaitAtLeastOrWake is AwaitAtLeast that also returns ErrWoken when wake
+// can be received from (a nil wake never is). It lets a caller that waits
+// for data be interrupted by events of its own without a goroutine or a
+// context per wait.
+func (e *Engine) AwaitAtLeastOrWake(ctx context.Context, v *atomic.Uint64, want uint64, wake <-chan struct{}) error {
+	if ctx == nil {
+		return nilContext("AwaitAtLeastOrWake")
+	}
+	return e.await(ctx, v, want, wake)
+}
+
+// ErrWoken is returned by AwaitAtLeastOrWake when its wake channel fired
+// before the condition held.
+var ErrWoken = errors.New("engine: woken")
 
 // RequestSync asks the flusher to sync once the bytes below pos are written,
 // without waiting.
@@ -726,7 +741,7 @@ func (e *Engine) RequestSync(pos uint64) {
 	e.wake()
 }
 
-func (e *Engine) await(ctx context.Context, v *atomic.Uint64, want uint64) error {
+func (e *Engine) await(ctx context.Context, v *atomic.Uint64, want uint64, wake <-chan struct{}) error {
 	cond := func() bool { return v.Load() >= want }
 	e.arrivals.Add(1)
 	e.waiters.Add(1)
@@ -758,6 +773,11 @@ func (e *Engine) await(ctx context.Context, v *atomic.Uint64, want uint64) error
 		case <-e.done:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-wake:
+			if cond() {
+				return nil
+			}
+			return ErrWoken
 		}
 	}
 }
