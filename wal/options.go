@@ -8,6 +8,7 @@ import (
 	"github.com/appendlog/appendlog/internal/engine"
 	"github.com/appendlog/appendlog/internal/engine/clock"
 	"github.com/appendlog/appendlog/internal/vfs"
+	"github.com/appendlog/appendlog/internal/walhook"
 )
 
 // SyncMode says when the log makes appended records durable on its own.
@@ -182,4 +183,8 @@ func (c *Options) validate() error {
 		return fmt.Errorf("wal: invalid options: %w", err)
 	}
 	return nil
+}
+
+func init() {
+	walhook.SetFS = func(opts any, fsys vfs.FS) { opts.(*Options).fsys = fsys }
 }

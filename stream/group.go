@@ -1,0 +1,762 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/appendlog/appendlog/internal/engine"
+	"github.com/appendlog/appendlog/wal"
+)
+
+// Group defaults.
+const (
+	// DefaultAckWait is the default GroupOptions.AckWait.
+	DefaultAckWait = 30 * time.Second
+	// DefaultCheckpointEvery is the default GroupOptions.CheckpointEvery.
+	DefaultCheckpointEvery = time.Second
+	// MaxAckPending is the most records a group may have delivered and not
+	// yet acked above its committed position: the span of the ack window
+	// of its wal.Cursor.
+	MaxAckPending = 8192
+)
+
+// GroupOptions configures a Group. A nil *GroupOptions, or a zero field,
+// means the default. A group's options are kept in the stream's
+// groups/NAME.json when it is created; opening it again with nil options
+// uses them.
+type GroupOptions struct {
+	// AckWait is how long a delivered record may stay unacked before it is
+	// delivered again, to whichever member asks next. Default
+	// DefaultAckWait.
+	AckWait time.Duration
+	// MaxDeliver, if positive, bounds the deliveries of one record: a
+	// record still unacked after MaxDeliver deliveries is dead. It is
+	// acked (the group moves past it), counted in GroupStats.Dead and
+	// passed to OnDead.
+	MaxDeliver int
+	// CheckpointEvery is how often the committed position is written when
+	// it moved. Default DefaultCheckpointEvery.
+	CheckpointEvery time.Duration
+	// MaxAckPending bounds how far delivery may run ahead of the committed
+	// position (the lowest unacked record): when the records from it to
+	// the next fresh one number MaxAckPending, Next delivers only
+	// redeliveries until acks move it. At most (and by default)
+	// MaxAckPending.
+	MaxAckPending int
+	// StartAt is the first record a new group delivers; 0 means the
+	// stream's first record. It is ignored when the group exists.
+	StartAt uint64
+	// OnDead, if set, is called (from the group's timer goroutine, or from
+	// Nack) with each record that became dead. It must not block.
+	OnDead func(seq uint64, deliveries int) `json:"-"`
+}
+
+// groupFile is groups/NAME.json.
+type groupFile struct {
+	Version         int    `json:"version"`
+	Name            string `json:"name"`
+	AckWait         string `json:"ack_wait"`
+	MaxDeliver      int    `json:"max_deliver,omitempty"`
+	CheckpointEvery string `json:"checkpoint_every"`
+	MaxAckPending   int    `json:"max_ack_pending"`
+}
+
+// Msg is a record delivered by Group.Next.
+type Msg struct {
+	// Seq is the record's sequence number in the stream.
+	Seq uint64
+	// Data is the record: the dst given to Next, grown as needed. It
+	// belongs to the caller.
+	Data []byte
+	// Delivery is 1 on a record's first delivery, 2 on its second...
+	Delivery int
+}
+
+// slot is a delivered record's state in the group's window, indexed by
+// seq % MaxAckPending.
+type slot struct {
+	// seq is the record last delivered through this slot; acked equals it
+	// once that record is acked. Written by Next (under mu) and Ack.
+	seq, acked atomic.Uint64
+	// due is when the delivery expires (monotonic nanoseconds since the
+	// group opened), n its delivery count, queued whether it waits in
+	// redo. Protected by Group.mu.
+	due    int64
+	n      uint32
+	queued bool
+}
+
+// Group is a consumer group of a stream: any number of goroutines call
+// Next, and each record goes to one of them at a time, in stream order;
+// a record not acked within AckWait, or nacked, goes out again, before any
+// fresh record. The committed position, below which every record is
+// acked, is a wal.Cursor of the stream's log, checkpointed every
+// CheckpointEvery and by Close: after a crash the group resumes from its
+// last checkpoint (records from there on may come again; none below it
+// do). A group with one member is a plain ordered consumer.
+//
+// Its methods are safe for concurrent use. Ack does no I/O, takes no lock
+// and does not allocate.
+type Group struct {
+	s     *Stream
+	l     *wal.Log
+	name  string
+	opts  GroupOptions
+	c     *wal.Cursor
+	mask  uint64
+	slots []slot
+	epoch time.Time
+
+	mu struct {
+		sync.Mutex
+		next     uint64   // the fresh record delivered next
+		reading  bool     // a member is reading fresh records from c
+		redo     []uint64 // records to deliver again, in order
+		rr       *wal.Reader
+		rrLast   uint64 // the last record rr returned, 0 if none
+		closed   error  // why the group is closed, nil while open
+		lastCkpt time.Time
+	}
+	// wake interrupts the member waiting in c.NextOrWake.
+	wake chan struct{}
+	// bc wakes members waiting for the reader role, a redelivery or room
+	// in the window; waiting counts them.
+	bc      engine.Broadcaster
+	waiting atomic.Int32
+	full    atomic.Bool // a member waits for acks to make room
+
+	stop chan struct{}
+	done chan struct{}
+
+	delivered, redelivered, acked, nacked, dead, skipped atomic.Uint64
+	consumedBytes                                        atomic.Uint64
+}
+
+// Group opens the consumer group name of the stream, creating it if it
+// does not exist (StartAt then says where it starts). Opening an open
+// group returns the same *Group; its options are those it was first
+// opened with. Options given for an existing group replace the stored
+// ones.
+func (s *Stream) Group(name string, opts *GroupOptions) (*Group, error) {
+	if err := checkName("group", name); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g, ok := s.mu.groups[name]; ok {
+		return g, nil
+	}
+	l, err := s.logLocked()
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.openGroup(l, name, opts)
+	if err != nil {
+		return nil, fmt.Errorf("stream %q: group %q: %w", s.name, name, err)
+	}
+	s.mu.groups[name] = g
+	return g, nil
+}
+
+// openGroup opens or creates group name on l.
+// REQUIRES: s.mu is held.
+func (s *Stream) openGroup(l *wal.Log, name string, given *GroupOptions) (*Group, error) {
+	fsys := s.st.fsys
+	path := filepath.Join(s.dir, _groupsDir, name+".json")
+	var stored groupFile
+	err := readJSON(fsys, path, &stored)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	var o GroupOptions
+	switch {
+	case given != nil:
+		o = *given
+	case exists:
+		var problem string
+		o, problem = stored.options(name)
+		if problem != "" {
+			return nil, &MetaError{Path: path, Problem: problem}
+		}
+	}
+	if o.AckWait == 0 {
+		o.AckWait = DefaultAckWait
+	}
+	if o.CheckpointEvery == 0 {
+		o.CheckpointEvery = DefaultCheckpointEvery
+	}
+	if o.MaxAckPending == 0 {
+		o.MaxAckPending = MaxAckPending
+	}
+	switch {
+	case o.AckWait < 0 || o.CheckpointEvery < 0:
+		return nil, fmt.Errorf("negative AckWait %v or CheckpointEvery %v", o.AckWait, o.CheckpointEvery)
+	case o.MaxDeliver < 0:
+		return nil, fmt.Errorf("negative MaxDeliver %d", o.MaxDeliver)
+	case o.MaxAckPending < 0 || o.MaxAckPending > MaxAckPending:
+		return nil, fmt.Errorf("MaxAckPending %d not in [1, %d]", o.MaxAckPending, MaxAckPending)
+	}
+	if !exists || given != nil {
+		if err := fsys.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+		if err := writeJSON(fsys, path, o.file(name)); err != nil {
+			return nil, err
+		}
+	}
+	fresh := true
+	if infos, err := l.Cursors(); err == nil {
+		for _, ci := range infos {
+			if ci.Name == name {
+				fresh = false
+			}
+		}
+	} else {
+		return nil, err
+	}
+	c, err := l.Cursor(name)
+	if err != nil {
+		return nil, err
+	}
+	if fresh && o.StartAt > 0 && o.StartAt != c.Committed() {
+		if err := c.Seek(o.StartAt); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	g := &Group{
+		s:     s,
+		l:     l,
+		name:  name,
+		opts:  o,
+		c:     c,
+		mask:  MaxAckPending - 1,
+		slots: make([]slot, MaxAckPending),
+		epoch: time.Now(),
+		wake:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	g.mu.next = c.Committed()
+	g.mu.lastCkpt = time.Now()
+	go g.timer()
+	return g, nil
+}
+
+func (o *GroupOptions) file(name string) groupFile {
+	return groupFile{
+		Version:         1,
+		Name:            name,
+		AckWait:         o.AckWait.String(),
+		MaxDeliver:      o.MaxDeliver,
+		CheckpointEvery: o.CheckpointEvery.String(),
+		MaxAckPending:   o.MaxAckPending,
+	}
+}
+
+func (f *groupFile) options(name string) (GroupOptions, string) {
+	if f.Version != 1 {
+		return GroupOptions{}, fmt.Sprintf("version %d, this build reads version 1", f.Version)
+	}
+	if f.Name != name {
+		return GroupOptions{}, fmt.Sprintf("records group %q, not %q", f.Name, name)
+	}
+	aw, err := time.ParseDuration(f.AckWait)
+	if err != nil {
+		return GroupOptions{}, fmt.Sprintf("ack_wait: %v", err)
+	}
+	ce, err := time.ParseDuration(f.CheckpointEvery)
+	if err != nil {
+		return GroupOptions{}, fmt.Sprintf("checkpoint_every: %v", err)
+	}
+	return GroupOptions{AckWait: aw, MaxDeliver: f.MaxDeliver, CheckpointEvery: ce, MaxAckPending: f.MaxAckPending}, ""
+}
+
+// Name returns the group's name.
+func (g *Group) Name() string { return g.name }
+
+// now returns monotonic nanoseconds since the group opened.
+func (g *Group) now() int64 { return int64(time.Since(g.epoch)) }
+
+// Next waits for a record for this member and returns it, its data
+// appended to dst[:0]. Redeliveries (nacked or expired records) come
+// first, lowest sequence number first; then fresh records in stream order.
+// It returns when a record is available, ctx is done, or the group,
+// stream or store is closed (ErrClosed, or ErrNotFound once the stream
+// was deleted). A nil ctx is an error.
+//
+// A record deleted by retention before it was delivered (Retention without
+// UntilAcked) is skipped and counted in GroupStats.Skipped.
+func (g *Group) Next(ctx context.Context, dst []byte) (Msg, error) {
+	if ctx == nil {
+		return Msg{}, fmt.Errorf("stream: group %q: Next: nil context", g.name)
+	}
+	for {
+		g.mu.Lock()
+		if err := g.mu.closed; err != nil {
+			g.mu.Unlock()
+			return Msg{}, err
+		}
+		if m, ok, err := g.redeliverLocked(dst); ok || err != nil {
+			g.mu.Unlock()
+			return m, err
+		}
+		if !g.mu.reading && g.mu.next-g.c.Committed() < uint64(g.opts.MaxAckPending) {
+			m, ok, err := g.readFresh(ctx, dst) // releases and retakes mu
+			if ok || err != nil {
+				g.mu.Unlock()
+				return m, err
+			}
+			g.mu.Unlock()
+			continue
+		}
+		// Wait for the reader role, a redelivery or room in the window.
+		w := g.bc.Waiter()
+		w.Arm()
+		g.waiting.Add(1)
+		if !g.mu.reading {
+			g.full.Store(true)
+		}
+		room := !g.mu.reading && g.mu.next-g.c.Committed() < uint64(g.opts.MaxAckPending)
+		g.mu.Unlock()
+		if !room {
+			select {
+			case <-w.C():
+			case <-ctx.Done():
+				g.waiting.Add(-1)
+				w.Release()
+				return Msg{}, ctx.Err()
+			}
+		}
+		g.waiting.Add(-1)
+		w.Release()
+	}
+}
+
+// readFresh reads the next fresh record as the group's reader, with mu
+// released while it waits. ok is false when it was woken (by a
+// redelivery, a close or a gap) without a record.
+// REQUIRES: g.mu is held, !g.mu.reading; it is held again on return.
+func (g *Group) readFresh(ctx context.Context, dst []byte) (m Msg, ok bool, err error) {
+	g.mu.reading = true
+	g.mu.Unlock()
+	seq, rec, err := g.c.NextOrWake(ctx, g.wake)
+	if err == nil {
+		m = Msg{Seq: seq, Data: append(dst[:0], rec...), Delivery: 1}
+	}
+	g.mu.Lock()
+	g.mu.reading = false
+	if g.waiting.Load() > 0 {
+		g.bc.Broadcast()
+	}
+	var te *wal.TruncatedError
+	var ge *wal.GapError
+	switch {
+	case err == nil:
+		sl := &g.slots[seq&g.mask]
+		sl.seq.Store(seq)
+		sl.n = 1
+		sl.due = g.now() + int64(g.opts.AckWait)
+		sl.queued = false
+		g.mu.next = seq + 1
+		g.delivered.Add(1)
+		g.consumedBytes.Add(uint64(len(m.Data)))
+		return m, true, nil
+	case errors.Is(err, wal.ErrWoken):
+		return Msg{}, false, nil
+	case errors.As(err, &ge):
+		// The cursor acked the gap's records; they will never come.
+		g.mu.next = ge.End
+		return Msg{}, false, nil
+	case errors.As(err, &te):
+		// Retention deleted records this group had not read.
+		if serr := g.c.Seek(te.First); serr != nil {
+			return Msg{}, false, g.s.mapErr(serr)
+		}
+		g.skipped.Add(te.First - g.mu.next)
+		g.mu.next = te.First
+		return Msg{}, false, nil
+	case errors.Is(err, wal.ErrClosed):
+		if cerr := g.mu.closed; cerr != nil {
+			return Msg{}, false, cerr
+		}
+		return Msg{}, false, g.s.mapErr(err)
+	}
+	return Msg{}, false, err
+}
+
+// redeliverLocked delivers the first queued redelivery, if any.
+// REQUIRES: g.mu is held.
+func (g *Group) redeliverLocked(dst []byte) (Msg, bool, error) {
+	for len(g.mu.redo) > 0 {
+		seq := g.mu.redo[0]
+		g.mu.redo = g.mu.redo[1:]
+		sl := &g.slots[seq&g.mask]
+		if sl.seq.Load() != seq {
+			continue
+		}
+		sl.queued = false
+		if sl.acked.Load() == seq {
+			continue
+		}
+		rec, err := g.readAt(seq)
+		if err != nil {
+			var te *wal.TruncatedError
+			if errors.As(err, &te) {
+				// Deleted by retention while unacked: it cannot come again.
+				g.skipped.Add(1)
+				g.ackSlot(sl, seq)
+				continue
+			}
+			return Msg{}, false, g.s.mapErr(err)
+		}
+		sl.n++
+		sl.due = g.now() + int64(g.opts.AckWait)
+		g.redelivered.Add(1)
+		return Msg{Seq: seq, Data: append(dst[:0], rec...), Delivery: int(sl.n)}, true, nil
+	}
+	return Msg{}, false, nil
+}
+
+// readAt returns record seq, read with the group's redelivery Reader,
+// which it moves forward (or reopens to go back).
+// REQUIRES: g.mu is held.
+func (g *Group) readAt(seq uint64) ([]byte, error) {
+	if g.mu.rr == nil || g.mu.rrLast >= seq {
+		if g.mu.rr != nil {
+			g.mu.rr.Close()
+			g.mu.rr = nil
+		}
+		r, err := g.l.NewReader(seq, nil)
+		if err != nil {
+			return nil, err
+		}
+		g.mu.rr, g.mu.rrLast = r, 0
+	}
+	r := g.mu.rr
+	for r.Next() {
+		g.mu.rrLast = r.Seq()
+		if r.Seq() == seq {
+			return r.Record(), nil
+		}
+		if r.Seq() > seq {
+			break
+		}
+	}
+	if err := r.Err(); err != nil {
+		r.Close()
+		g.mu.rr = nil
+		return nil, err
+	}
+	r.Close()
+	g.mu.rr = nil
+	return nil, fmt.Errorf("stream %q: group %q: record %d was delivered but cannot be read again", g.s.name, g.name, seq)
+}
+
+// ackSlot acks seq in its slot and the cursor.
+func (g *Group) ackSlot(sl *slot, seq uint64) bool {
+	for {
+		old := sl.acked.Load()
+		if old >= seq {
+			return false
+		}
+		if sl.acked.CompareAndSwap(old, seq) {
+			break
+		}
+	}
+	_ = g.c.Ack(seq) // in the window by construction
+	if g.full.Load() {
+		g.full.Store(false)
+		g.bc.Broadcast()
+	}
+	return true
+}
+
+// Ack records that record seq was processed: it is never delivered again
+// by this group, and the committed position moves past it once every
+// record below it is acked. Acks may come in any order and more than once.
+// It does no I/O and does not allocate. A record not delivered by this
+// group is ErrNotDelivered.
+func (g *Group) Ack(seq uint64) error {
+	if seq < g.c.Committed() {
+		return nil
+	}
+	sl := &g.slots[seq&g.mask]
+	if sl.seq.Load() != seq {
+		if g.isClosed() {
+			return ErrClosed
+		}
+		return fmt.Errorf("%w: group %q: record %d", ErrNotDelivered, g.name, seq)
+	}
+	if g.ackSlot(sl, seq) {
+		g.acked.Add(1)
+	}
+	return nil
+}
+
+// Nack asks for record seq to be delivered again now, before any fresh
+// record. It counts as a delivery that failed: with MaxDeliver, a record
+// nacked after its last delivery is dead.
+func (g *Group) Nack(seq uint64) error {
+	sl := &g.slots[seq&g.mask]
+	g.mu.Lock()
+	if err := g.mu.closed; err != nil {
+		g.mu.Unlock()
+		return err
+	}
+	if seq < g.c.Committed() || sl.seq.Load() != seq || sl.acked.Load() == seq {
+		g.mu.Unlock()
+		return fmt.Errorf("%w: group %q: record %d is not delivered and unacked", ErrNotDelivered, g.name, seq)
+	}
+	g.nacked.Add(1)
+	dead := g.expireLocked(sl, seq)
+	g.mu.Unlock()
+	if dead {
+		g.reportDead(seq, int(sl.n))
+	}
+	return nil
+}
+
+// expireLocked queues the delivered, unacked record seq for redelivery,
+// or makes it dead when it had MaxDeliver deliveries. It reports whether
+// it died.
+// REQUIRES: g.mu is held.
+func (g *Group) expireLocked(sl *slot, seq uint64) (dead bool) {
+	if sl.queued {
+		return false
+	}
+	if g.opts.MaxDeliver > 0 && int(sl.n) >= g.opts.MaxDeliver {
+		g.ackSlot(sl, seq)
+		g.dead.Add(1)
+		return true
+	}
+	sl.queued = true
+	i, _ := slices.BinarySearch(g.mu.redo, seq)
+	g.mu.redo = slices.Insert(g.mu.redo, i, seq)
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+	if g.waiting.Load() > 0 {
+		g.bc.Broadcast()
+	}
+	return false
+}
+
+func (g *Group) reportDead(seq uint64, n int) {
+	if g.opts.OnDead != nil {
+		g.opts.OnDead(seq, n)
+	}
+}
+
+// Committed returns the committed position: the lowest record not yet
+// acked (every record below it was).
+func (g *Group) Committed() uint64 { return g.c.Committed() }
+
+// Checkpoint writes the committed position now, durably (it waits for the
+// acked records to be durable in the stream first).
+func (g *Group) Checkpoint() error {
+	if g.isClosed() {
+		return ErrClosed
+	}
+	err := g.c.Commit(context.Background())
+	if err == nil {
+		g.mu.Lock()
+		g.mu.lastCkpt = time.Now()
+		g.mu.Unlock()
+		g.truncate()
+	}
+	return g.s.mapErr(err)
+}
+
+// truncate deletes what every group acked, for a stream kept UntilAcked.
+func (g *Group) truncate() {
+	if g.s.cfg.Retention.UntilAcked {
+		// TruncateFront keeps every record at or after the lowest
+		// checkpointed position of any group, open or not.
+		_ = g.l.TruncateFront(g.l.NextSeq())
+	}
+}
+
+func (g *Group) isClosed() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mu.closed != nil
+}
+
+// timer expires deliveries older than AckWait and checkpoints every
+// CheckpointEvery, until Close.
+func (g *Group) timer() {
+	defer close(g.done)
+	period := min(max(g.opts.AckWait/4, time.Millisecond), g.opts.CheckpointEvery, time.Second)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var deadSeqs []uint64
+	var deadN []int
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+		}
+		deadSeqs, deadN = deadSeqs[:0], deadN[:0]
+		g.mu.Lock()
+		now := g.now()
+		for seq := g.c.Committed(); seq < g.mu.next; seq++ {
+			sl := &g.slots[seq&g.mask]
+			if sl.seq.Load() != seq || sl.acked.Load() == seq || sl.queued || sl.due > now {
+				continue
+			}
+			if g.expireLocked(sl, seq) {
+				deadSeqs, deadN = append(deadSeqs, seq), append(deadN, int(sl.n))
+			}
+		}
+		ckpt := time.Since(g.mu.lastCkpt) >= g.opts.CheckpointEvery
+		g.mu.Unlock()
+		for i, seq := range deadSeqs {
+			g.reportDead(seq, deadN[i])
+		}
+		if ckpt {
+			ctx, cancel := context.WithTimeout(context.Background(), g.opts.CheckpointEvery)
+			err := g.c.Commit(ctx)
+			cancel()
+			if err == nil {
+				g.mu.Lock()
+				g.mu.lastCkpt = time.Now()
+				g.mu.Unlock()
+				g.truncate()
+			}
+		}
+	}
+}
+
+// Close writes the group's last checkpoint and closes it; members waiting
+// in Next return ErrClosed. The group may be opened again. Later calls
+// return nil.
+func (g *Group) Close() error {
+	err := g.close(ErrClosed)
+	g.s.mu.Lock()
+	if g.s.mu.groups[g.name] == g {
+		delete(g.s.mu.groups, g.name)
+	}
+	g.s.mu.Unlock()
+	return err
+}
+
+// close stops the group: members return why.
+func (g *Group) close(why error) error {
+	g.mu.Lock()
+	if g.mu.closed != nil {
+		g.mu.Unlock()
+		return nil
+	}
+	g.mu.closed = fmt.Errorf("stream %q: group %q: %w", g.s.name, g.name, why)
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+	g.bc.Broadcast()
+	// Wait for the reader to leave the cursor: Cursor.Close must not run
+	// concurrently with its Next.
+	for g.mu.reading {
+		w := g.bc.Waiter()
+		w.Arm()
+		g.waiting.Add(1)
+		g.mu.Unlock()
+		select {
+		case g.wake <- struct{}{}:
+		default:
+		}
+		<-w.C()
+		g.waiting.Add(-1)
+		w.Release()
+		g.mu.Lock()
+	}
+	if g.mu.rr != nil {
+		g.mu.rr.Close()
+		g.mu.rr = nil
+	}
+	g.mu.Unlock()
+	close(g.stop)
+	<-g.done
+	err := g.c.Close()
+	if errors.Is(err, wal.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+// GroupStats is a snapshot of a group's counters, since it was opened.
+type GroupStats struct {
+	// Committed is the lowest unacked record; Next the fresh record
+	// delivered next.
+	Committed, Next uint64
+	// Delivered counts first deliveries, Redelivered the others, Acked
+	// the records acked, Nacked the Nack calls.
+	Delivered, Redelivered, Acked, Nacked uint64
+	// Dead counts records that reached MaxDeliver; Skipped records
+	// retention deleted before this group got them.
+	Dead, Skipped uint64
+	// Pending is the number of records delivered and not yet acked;
+	// Redeliveries those queued to go out again.
+	Pending, Redeliveries int
+	// LagRecords is the number of records published and not yet
+	// delivered; LagBytes their size, frames included, estimated from the
+	// stream's mean record size.
+	LagRecords, LagBytes uint64
+	// OldestUnacked is how long the oldest delivered, unacked record has
+	// waited; CheckpointAge how long since the last checkpoint.
+	OldestUnacked, CheckpointAge time.Duration
+	// ConsumedBytes counts the data delivered the first time.
+	ConsumedBytes uint64
+}
+
+// Stats returns the group's counters.
+func (g *Group) Stats() GroupStats {
+	g.mu.Lock()
+	out := GroupStats{
+		Committed:    g.c.Committed(),
+		Next:         g.mu.next,
+		Redeliveries: len(g.mu.redo),
+	}
+	now := g.now()
+	var oldest int64 = -1
+	for seq := out.Committed; seq < out.Next; seq++ {
+		sl := &g.slots[seq&g.mask]
+		if sl.seq.Load() == seq && sl.acked.Load() != seq {
+			out.Pending++
+			if at := sl.due - int64(g.opts.AckWait); oldest < 0 || at < oldest {
+				oldest = at
+			}
+		}
+	}
+	if oldest >= 0 {
+		out.OldestUnacked = time.Duration(now - oldest)
+	}
+	out.CheckpointAge = time.Since(g.mu.lastCkpt)
+	g.mu.Unlock()
+	out.Delivered, out.Redelivered = g.delivered.Load(), g.redelivered.Load()
+	out.Acked, out.Nacked = g.acked.Load(), g.nacked.Load()
+	out.Dead, out.Skipped = g.dead.Load(), g.skipped.Load()
+	out.ConsumedBytes = g.consumedBytes.Load()
+	ls := g.l.Stats()
+	if ls.NextSeq > out.Next {
+		out.LagRecords = ls.NextSeq - out.Next
+		if n := ls.NextSeq - 1; n > 0 && ls.Appended > 0 {
+			// Appended counts since the log opened; so does its record count.
+			recs := ls.NextSeq - g.l.Recovery().NextSeq
+			if recs > 0 {
+				out.LagBytes = out.LagRecords * (ls.Appended / recs)
+			}
+		}
+	}
+	return out
+}

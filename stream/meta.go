@@ -1,0 +1,205 @@
+package stream
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/appendlog/appendlog/internal/vfs"
+)
+
+// Store layout. A store directory holds:
+//
+//	STORE                     marker: {"format":"appendlog-stream","version":1}
+//	LOCK                      held by the open Store (one per directory)
+//	streams/NAME/stream.json  the stream's Config
+//	streams/NAME/log/         the stream's wal.Log (its cursors are the groups' positions)
+//	streams/NAME/groups/G.json a group's options
+//
+// Every JSON file is replaced atomically: written to a temporary file in
+// the same directory, fdatasynced, renamed over the old one, and the
+// directory fsynced. A stream is created in streams/.new-NAME and renamed
+// into place once whole; it is deleted by a rename to streams/.del-NAME
+// before its files are removed. Open removes what such a crash leaves
+// behind, so a stream is always whole or absent.
+const (
+	_storeFile   = "STORE"
+	_lockFile    = "LOCK"
+	_streamsDir  = "streams"
+	_streamFile  = "stream.json"
+	_logDir      = "log"
+	_groupsDir   = "groups"
+	_newPrefix   = ".new-"
+	_delPrefix   = ".del-"
+	_tmpSuffix   = ".tmp"
+	_storeFormat = "appendlog-stream"
+	_storeVer    = 1
+	// _maxMeta bounds a metadata file's size: anything larger is not ours.
+	_maxMeta = 64 << 10
+)
+
+// MaxName bounds the length of a stream or group name in bytes.
+const MaxName = 255
+
+// checkName reports why name cannot name a stream or a group, or nil. A
+// valid name is 1 to MaxName bytes of ASCII letters, digits, '.', '_' and
+// '-', not "." or "..", and not starting with '.' (names starting with '.'
+// are the store's own temporary entries): it can never reach a path
+// outside its directory.
+func checkName(kind, name string) error {
+	bad := func(why string) error { return fmt.Errorf("%w: %s %q: %s", ErrName, kind, name, why) }
+	switch {
+	case name == "":
+		return bad("empty")
+	case len(name) > MaxName:
+		return bad(fmt.Sprintf("%d bytes (max %d)", len(name), MaxName))
+	case name[0] == '.':
+		return bad("starts with '.'")
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return bad(fmt.Sprintf("byte %d is 0x%02x (want ASCII letters, digits, '.', '_' or '-')", i, c))
+		}
+	}
+	return nil
+}
+
+// storeMarker is the content of the STORE file.
+type storeMarker struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+}
+
+// MetaError reports a metadata file of the store that cannot be used: Path
+// is the file, Problem what is wrong with it. errors.Is(err, ErrBadMeta)
+// matches it.
+type MetaError struct {
+	Path    string
+	Problem string
+}
+
+func (e *MetaError) Error() string {
+	return fmt.Sprintf("stream: bad metadata file %s: %s", e.Path, e.Problem)
+}
+
+// Is reports whether target is ErrBadMeta.
+func (e *MetaError) Is(target error) bool { return target == ErrBadMeta }
+
+// writeJSON replaces path with v encoded as JSON, atomically: a temporary
+// file beside it, fdatasync, rename, directory fsync.
+func writeJSON(fsys vfs.FS, path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("stream: encode %s: %w", path, err)
+	}
+	b = append(b, '\n')
+	tmp := path + _tmpSuffix
+	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("stream: write %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return fmt.Errorf("stream: write %s: %w", tmp, err)
+	}
+	if _, err := f.WriteAt(b, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("stream: write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("stream: sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("stream: close %s: %w", tmp, err)
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		return fmt.Errorf("stream: write %s: %w", path, err)
+	}
+	if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("stream: write %s: sync directory: %w", path, err)
+	}
+	return nil
+}
+
+// readJSON decodes the JSON file path into v, strictly: unknown fields,
+// trailing data and a file too large to be ours are a *MetaError naming
+// the file. A missing file wraps fs.ErrNotExist.
+func readJSON(fsys vfs.FS, path string, v any) error {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return fmt.Errorf("stream: read %s: %w", path, err)
+	}
+	if size > _maxMeta {
+		return &MetaError{Path: path, Problem: fmt.Sprintf("%d bytes, a metadata file has at most %d", size, _maxMeta)}
+	}
+	b := make([]byte, size)
+	if n, err := f.ReadAt(b, 0); n < len(b) {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("stream: read %s: %w", path, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &MetaError{Path: path, Problem: describeJSONError(b, err)}
+	}
+	if dec.More() {
+		return &MetaError{Path: path, Problem: fmt.Sprintf("trailing data at byte %d", dec.InputOffset())}
+	}
+	return nil
+}
+
+// describeJSONError says where in b a decoding error is.
+func describeJSONError(b []byte, err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case len(b) == 0:
+		return "empty file"
+	case errors.As(err, &se):
+		return fmt.Sprintf("not valid JSON at byte %d: %v", se.Offset, err)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q at byte %d: %v", te.Field, te.Offset, err)
+	}
+	return err.Error()
+}
+
+// removeAll removes path and everything below it. A missing path is no
+// error.
+func removeAll(fsys vfs.FS, path string) error {
+	st, err := fsys.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		names, err := fsys.List(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		for _, n := range names {
+			if err := removeAll(fsys, filepath.Join(path, n)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}

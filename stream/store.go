@@ -1,0 +1,426 @@
+package stream
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/appendlog/appendlog/internal/vfs"
+	"github.com/appendlog/appendlog/wal"
+)
+
+// These errors are returned by Store, Stream and Group methods, wrapped
+// with the name concerned.
+var (
+	// ErrName is returned for a stream or group name that is not 1 to
+	// MaxName bytes of ASCII letters, digits, '.', '_' and '-' not
+	// starting with '.'.
+	ErrName = errors.New("stream: invalid name")
+	// ErrExists is returned by Create for a stream that exists.
+	ErrExists = errors.New("stream: stream exists")
+	// ErrNotFound is returned for a stream that does not exist (or was
+	// deleted).
+	ErrNotFound = errors.New("stream: no such stream")
+	// ErrClosed is returned by every call on a closed Store, Stream or
+	// Group.
+	ErrClosed = errors.New("stream: closed")
+	// ErrNotStore is returned by Open for a directory that holds files but
+	// no store.
+	ErrNotStore = errors.New("stream: not a stream store")
+	// ErrInUse is returned by Open when another Store, in this process or
+	// another, has the directory open.
+	ErrInUse = errors.New("stream: store is in use")
+	// ErrBadMeta is matched by the *MetaError of a damaged or foreign
+	// metadata file.
+	ErrBadMeta = errors.New("stream: bad metadata file")
+	// ErrNotDelivered is returned by Ack and Nack for a sequence number
+	// the group has not delivered.
+	ErrNotDelivered = errors.New("stream: not delivered")
+)
+
+// Defaults.
+const (
+	// DefaultBufferSize is the default Options.BufferSize.
+	DefaultBufferSize = 256 << 10
+	// DefaultIdleTimeout is the default Options.IdleTimeout.
+	DefaultIdleTimeout = 30 * time.Second
+	// DefaultSegmentSize is the default Config.SegmentSize.
+	DefaultSegmentSize = 8 << 20
+)
+
+// Options configures a Store. A nil *Options, or a zero field, means the
+// default.
+type Options struct {
+	// BufferSize is the in-memory claim/commit buffer of each open stream
+	// (wal.Options.BufferSize), a power of two of at least 64 KiB. The
+	// store's write-path memory is at most the number of open streams
+	// times BufferSize. Default DefaultBufferSize.
+	BufferSize int
+	// IdleTimeout closes the files and mappings of a stream that nothing
+	// published to and no group was open on for about that long; the next
+	// use opens them again. Negative keeps every used stream open until
+	// Close. Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// Default is the Config of a stream created with a nil *Config.
+	Default *Config
+
+	// fsys is the file system, vfs.OS() when nil (tests set it).
+	fsys vfs.FS
+}
+
+// Store holds many named streams in one directory, each a wal.Log in its
+// own subdirectory. Its methods are safe for concurrent use.
+type Store struct {
+	dir  string
+	opts Options
+	fsys vfs.FS
+	lock io.Closer
+
+	mu struct {
+		sync.Mutex
+		streams map[string]*Stream // every stream on disk. Protected by mu.
+		closed  bool               // Protected by mu.
+	}
+	stop chan struct{} // closed by Close to stop the janitor
+	done chan struct{} // closed when the janitor exits
+}
+
+// Open opens the store in dir, creating dir and the store if they do not
+// exist. A directory that holds other files but no store is ErrNotStore
+// (wrapped, naming the directory); one that another Store has open is
+// ErrInUse. A damaged metadata file is a *MetaError naming the file. Open
+// reads only metadata: a stream's log is opened on first use.
+func Open(dir string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.fsys == nil {
+		o.fsys = vfs.OS()
+	}
+	if o.BufferSize == 0 {
+		o.BufferSize = DefaultBufferSize
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.Default != nil {
+		if err := o.Default.validate(); err != nil {
+			return nil, fmt.Errorf("stream: open %s: Options.Default: %w", dir, err)
+		}
+		d := *o.Default
+		o.Default = &d
+	}
+	wo := wal.Options{BufferSize: o.BufferSize}
+	if err := wo.Validate(); err != nil {
+		return nil, fmt.Errorf("stream: open %s: Options.BufferSize: %w", dir, err)
+	}
+	fsys := o.fsys
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("stream: open %s: %w", dir, err)
+	}
+	names, err := fsys.List(dir)
+	if err != nil {
+		return nil, fmt.Errorf("stream: open %s: %w", dir, err)
+	}
+	marker := filepath.Join(dir, _storeFile)
+	if !slices.Contains(names, _storeFile) {
+		for _, n := range names {
+			if n != _lockFile && n != _streamsDir {
+				return nil, fmt.Errorf("%w: %s holds %q and no %s file", ErrNotStore, dir, n, _storeFile)
+			}
+		}
+	}
+	holder := fmt.Sprintf("pid %d", os.Getpid())
+	lock, err := fsys.Lock(filepath.Join(dir, _lockFile), holder)
+	if err != nil {
+		if errors.Is(err, vfs.ErrLocked) {
+			return nil, fmt.Errorf("%w: %v", ErrInUse, err)
+		}
+		return nil, fmt.Errorf("stream: open %s: lock: %w", dir, err)
+	}
+	st := &Store{dir: dir, opts: o, fsys: fsys, lock: lock}
+	if err := st.load(marker, slices.Contains(names, _storeFile)); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	st.stop, st.done = make(chan struct{}), make(chan struct{})
+	go st.janitor()
+	return st, nil
+}
+
+// load creates the store's files (new is false) or reads them, and
+// removes what a crash in Create or Delete left behind.
+func (st *Store) load(marker string, exists bool) error {
+	fsys := st.fsys
+	sdir := filepath.Join(st.dir, _streamsDir)
+	if !exists {
+		if err := fsys.MkdirAll(sdir, 0o755); err != nil {
+			return fmt.Errorf("stream: create %s: %w", sdir, err)
+		}
+		if err := writeJSON(fsys, marker, storeMarker{Format: _storeFormat, Version: _storeVer}); err != nil {
+			return err
+		}
+	} else {
+		var m storeMarker
+		if err := readJSON(fsys, marker, &m); err != nil {
+			return err
+		}
+		if m.Format != _storeFormat || m.Version != _storeVer {
+			return &MetaError{Path: marker, Problem: fmt.Sprintf("format %q version %d, this build reads %q version %d", m.Format, m.Version, _storeFormat, _storeVer)}
+		}
+	}
+	names, err := fsys.List(sdir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("stream: open %s: its %s directory is missing", st.dir, _streamsDir)
+	}
+	if err != nil {
+		return fmt.Errorf("stream: open %s: %w", st.dir, err)
+	}
+	st.mu.streams = make(map[string]*Stream, len(names))
+	cleaned := false
+	for _, n := range names {
+		p := filepath.Join(sdir, n)
+		if strings.HasPrefix(n, _newPrefix) || strings.HasPrefix(n, _delPrefix) {
+			// A Create or Delete that did not finish: the stream was never
+			// there, or is gone.
+			if err := removeAll(fsys, p); err != nil {
+				return fmt.Errorf("stream: open %s: remove %s: %w", st.dir, p, err)
+			}
+			cleaned = true
+			continue
+		}
+		if err := checkName("stream", n); err != nil {
+			return fmt.Errorf("stream: open %s: unexpected entry %s: %w", st.dir, p, err)
+		}
+		s, err := st.loadStream(n)
+		if err != nil {
+			return err
+		}
+		st.mu.streams[n] = s
+	}
+	if cleaned {
+		if err := fsys.SyncDir(sdir); err != nil {
+			return fmt.Errorf("stream: open %s: sync %s: %w", st.dir, sdir, err)
+		}
+	}
+	return nil
+}
+
+// loadStream reads the metadata of the existing stream name.
+func (st *Store) loadStream(name string) (*Stream, error) {
+	dir := filepath.Join(st.dir, _streamsDir, name)
+	var cf configFile
+	path := filepath.Join(dir, _streamFile)
+	if err := readJSON(st.fsys, path, &cf); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &MetaError{Path: path, Problem: "missing: the stream's directory has no configuration"}
+		}
+		return nil, err
+	}
+	cfg, problem := cf.config()
+	if problem == "" && cf.Name != name {
+		problem = fmt.Sprintf("records stream %q, not %q", cf.Name, name)
+	}
+	if problem != "" {
+		return nil, &MetaError{Path: path, Problem: problem}
+	}
+	return newStream(st, name, dir, cfg), nil
+}
+
+// Dir returns the store's directory.
+func (st *Store) Dir() string { return st.dir }
+
+// Create creates the stream name with cfg (nil: Options.Default, or the
+// zero Config) and returns it. The stream is created whole or not at all,
+// even across a crash. ErrExists if it exists.
+func (st *Store) Create(name string, cfg *Config) (*Stream, error) {
+	if err := checkName("stream", name); err != nil {
+		return nil, err
+	}
+	var c Config
+	switch {
+	case cfg != nil:
+		c = *cfg
+	case st.opts.Default != nil:
+		c = *st.opts.Default
+	}
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("stream: create %q: %w", name, err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.mu.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := st.mu.streams[name]; ok {
+		return nil, fmt.Errorf("%w: %q", ErrExists, name)
+	}
+	fsys := st.fsys
+	sdir := filepath.Join(st.dir, _streamsDir)
+	final := filepath.Join(sdir, name)
+	tmp := filepath.Join(sdir, _newPrefix+randSuffix())
+	fail := func(err error) (*Stream, error) {
+		_ = removeAll(fsys, tmp)
+		return nil, fmt.Errorf("stream: create %q: %w", name, err)
+	}
+	if err := fsys.MkdirAll(filepath.Join(tmp, _logDir), 0o755); err != nil {
+		return fail(err)
+	}
+	if err := fsys.MkdirAll(filepath.Join(tmp, _groupsDir), 0o755); err != nil {
+		return fail(err)
+	}
+	if err := writeJSON(fsys, filepath.Join(tmp, _streamFile), c.file(name)); err != nil {
+		return fail(err)
+	}
+	if err := fsys.SyncDir(tmp); err != nil {
+		return fail(err)
+	}
+	if err := fsys.Rename(tmp, final); err != nil {
+		return fail(err)
+	}
+	if err := fsys.SyncDir(sdir); err != nil {
+		// The rename may or may not survive a crash; the stream is whole
+		// either way, but the caller must not rely on it.
+		return nil, fmt.Errorf("stream: create %q: sync %s: %w", name, sdir, err)
+	}
+	s := newStream(st, name, final, c)
+	st.mu.streams[name] = s
+	return s, nil
+}
+
+// Stream returns the existing stream name, ErrNotFound if there is none.
+func (st *Store) Stream(name string) (*Stream, error) {
+	if err := checkName("stream", name); err != nil {
+		return nil, err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.mu.closed {
+		return nil, ErrClosed
+	}
+	s, ok := st.mu.streams[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	return s, nil
+}
+
+// Delete closes the stream name, its groups included, and deletes it with
+// all its records and group positions, whole: a crash leaves it whole or
+// absent. Calls on a *Stream or *Group of it return ErrNotFound after.
+func (st *Store) Delete(name string) error {
+	if err := checkName("stream", name); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.mu.closed {
+		return ErrClosed
+	}
+	s, ok := st.mu.streams[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	closeErr := s.shut(errDeleted)
+	fsys := st.fsys
+	sdir := filepath.Join(st.dir, _streamsDir)
+	gone := filepath.Join(sdir, _delPrefix+randSuffix())
+	if err := fsys.Rename(s.dir, gone); err != nil {
+		return fmt.Errorf("stream: delete %q: %w", name, errors.Join(err, closeErr))
+	}
+	delete(st.mu.streams, name)
+	if err := fsys.SyncDir(sdir); err != nil {
+		return fmt.Errorf("stream: delete %q: sync %s: %w", name, sdir, err)
+	}
+	if err := removeAll(fsys, gone); err != nil {
+		return fmt.Errorf("stream: delete %q: remove %s: %w", name, gone, err)
+	}
+	if err := fsys.SyncDir(sdir); err != nil {
+		return fmt.Errorf("stream: delete %q: sync %s: %w", name, sdir, err)
+	}
+	// The records are gone; an error closing the log does not matter.
+	return nil
+}
+
+// List returns the names of the store's streams, sorted.
+func (st *Store) List() []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make([]string, 0, len(st.mu.streams))
+	for n := range st.mu.streams {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Close closes every stream and group (groups write their last
+// checkpoint, logs flush and sync) and releases the directory. Later calls
+// return nil; other methods return ErrClosed.
+func (st *Store) Close() error {
+	st.mu.Lock()
+	if st.mu.closed {
+		st.mu.Unlock()
+		return nil
+	}
+	st.mu.closed = true
+	streams := make([]*Stream, 0, len(st.mu.streams))
+	for _, s := range st.mu.streams {
+		streams = append(streams, s)
+	}
+	st.mu.Unlock()
+	close(st.stop)
+	<-st.done
+	var errs []error
+	for _, s := range streams {
+		errs = append(errs, s.shut(ErrClosed))
+	}
+	errs = append(errs, st.lock.Close())
+	return errors.Join(errs...)
+}
+
+// janitor closes idle streams' logs every IdleTimeout/2: a stream not used
+// for two periods in a row, with no group open, is closed (see
+// Stream.closeIdle).
+func (st *Store) janitor() {
+	defer close(st.done)
+	if st.opts.IdleTimeout < 0 {
+		<-st.stop
+		return
+	}
+	t := time.NewTicker(max(st.opts.IdleTimeout/2, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-st.stop:
+			return
+		case <-t.C:
+		}
+		st.mu.Lock()
+		streams := make([]*Stream, 0, len(st.mu.streams))
+		for _, s := range st.mu.streams {
+			streams = append(streams, s)
+		}
+		st.mu.Unlock()
+		for _, s := range streams {
+			s.closeIdle()
+		}
+	}
+}
+
+// randSuffix returns a short random hex string for temporary names.
+func randSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

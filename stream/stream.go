@@ -1,0 +1,307 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/appendlog/appendlog/internal/walhook"
+	"github.com/appendlog/appendlog/wal"
+)
+
+// errDeleted is what a deleted stream's calls return (wrapped, ErrNotFound).
+var errDeleted = fmt.Errorf("%w (deleted)", ErrNotFound)
+
+// Stream is one named stream of a Store: an append-only log of records
+// numbered from 1, published by any number of goroutines and consumed by
+// groups. Its methods are safe for concurrent use.
+//
+// Its log is opened on first use and closed again when the stream is idle
+// (see Options.IdleTimeout); that is invisible to callers.
+type Stream struct {
+	st   *Store
+	name string
+	dir  string
+	cfg  Config
+
+	// cur is the open log, nil while the stream is idle or shut.
+	cur atomic.Pointer[wal.Log]
+	// used is set by each use and cleared by the janitor.
+	used atomic.Bool
+
+	mu struct {
+		sync.Mutex
+		groups map[string]*Group // open groups. Protected by mu.
+		// err is set when the stream is shut: ErrClosed (Store.Close) or
+		// errDeleted. Protected by mu.
+		err error
+		// idle counts the janitor's consecutive periods without use.
+		idle int
+		// baseNext is the log's NextSeq when this Store first opened it,
+		// 0 before; closed holds the byte count of logs closed since.
+		baseNext    uint64
+		closedBytes uint64
+		// last is the log's Stats when it was last closed.
+		last wal.Stats
+		// first is the log's FirstSeq when it was last closed.
+		first uint64
+	}
+}
+
+func newStream(st *Store, name, dir string, cfg Config) *Stream {
+	s := &Stream{st: st, name: name, dir: dir, cfg: cfg}
+	s.mu.groups = make(map[string]*Group)
+	return s
+}
+
+// Name returns the stream's name.
+func (s *Stream) Name() string { return s.name }
+
+// Config returns the stream's configuration.
+func (s *Stream) Config() Config { return s.cfg }
+
+// log returns the stream's open log, opening it if the stream is idle.
+func (s *Stream) log() (*wal.Log, error) {
+	if !s.used.Load() {
+		s.used.Store(true)
+	}
+	if l := s.cur.Load(); l != nil {
+		return l, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logLocked()
+}
+
+// logLocked is log. REQUIRES: s.mu is held.
+func (s *Stream) logLocked() (*wal.Log, error) {
+	if s.mu.err != nil {
+		return nil, s.wrapErr(s.mu.err)
+	}
+	if l := s.cur.Load(); l != nil {
+		return l, nil
+	}
+	// wal.Open would create a missing directory: a stream whose files were
+	// removed underneath the store must not come back empty.
+	if _, err := s.st.fsys.Stat(filepath.Join(s.dir, _streamFile)); err != nil {
+		return nil, fmt.Errorf("stream %q: its files are gone (%w); the directory %s was removed outside the store", s.name, err, s.dir)
+	}
+	wo := s.cfg.walOptions(s.st.opts.BufferSize)
+	walhook.SetFS(&wo, s.st.fsys)
+	l, err := wal.Open(filepath.Join(s.dir, _logDir), &wo)
+	if err != nil {
+		return nil, fmt.Errorf("stream %q: %w", s.name, err)
+	}
+	if s.mu.baseNext == 0 {
+		s.mu.baseNext = l.NextSeq()
+	}
+	s.mu.idle = 0
+	s.cur.Store(l)
+	return l, nil
+}
+
+// wrapErr names the stream in a shut stream's error.
+func (s *Stream) wrapErr(err error) error {
+	return fmt.Errorf("stream %q: %w", s.name, err)
+}
+
+// retry reports whether a call that got wal.ErrClosed from l should try
+// again on a new log: the janitor closed l because the stream was idle.
+func (s *Stream) retry(l *wal.Log, err error) bool {
+	if !errors.Is(err, wal.ErrClosed) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.err == nil && s.cur.Load() != l
+}
+
+// mapErr turns wal.ErrClosed from a shut stream into the stream's error.
+func (s *Stream) mapErr(err error) error {
+	if err == nil || !errors.Is(err, wal.ErrClosed) {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.err != nil {
+		return s.wrapErr(s.mu.err)
+	}
+	return err
+}
+
+// Publish appends p to the stream and returns its sequence number. It
+// returns once the record is in the log's buffer: WaitDurable confirms it.
+// It does not allocate.
+func (s *Stream) Publish(p []byte) (seq uint64, err error) {
+	for {
+		l, err := s.log()
+		if err != nil {
+			return 0, err
+		}
+		seq, err := l.Append(p)
+		if err != nil && s.retry(l, err) {
+			continue
+		}
+		return seq, s.mapErr(err)
+	}
+}
+
+// PublishBatch appends the records of ps as one batch and returns the
+// sequence number of the first; they get first..first+len(ps)-1.
+func (s *Stream) PublishBatch(ps [][]byte) (first uint64, err error) {
+	for {
+		l, err := s.log()
+		if err != nil {
+			return 0, err
+		}
+		first, err := l.AppendBatch(ps)
+		if err != nil && s.retry(l, err) {
+			continue
+		}
+		return first, s.mapErr(err)
+	}
+}
+
+// WaitDurable waits until record seq, and every record before it, is
+// durable (fdatasynced): the confirm of a publish. Waiters of every
+// publisher share each fdatasync (group commit).
+func (s *Stream) WaitDurable(ctx context.Context, seq uint64) error {
+	for {
+		l, err := s.log()
+		if err != nil {
+			return err
+		}
+		err = l.WaitDurable(ctx, seq)
+		if err != nil && s.retry(l, err) {
+			// Closing the log synced it: a reopened log has every record
+			// the old one had.
+			continue
+		}
+		return s.mapErr(err)
+	}
+}
+
+// closeIdle closes the log of a stream the janitor found unused for two
+// periods in a row, with no group open.
+func (s *Stream) closeIdle() {
+	used := s.used.Swap(false)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if used || len(s.mu.groups) > 0 {
+		s.mu.idle = 0
+		return
+	}
+	s.mu.idle++
+	if s.mu.idle < 2 || s.cur.Load() == nil || s.mu.err != nil {
+		return
+	}
+	// The log is reopened by the next use; an error closing it (a failed
+	// sync) is found again by that Open's recovery, so it is dropped here.
+	_ = s.closeLogLocked()
+}
+
+// closeLogLocked closes the open log, keeping its last Stats.
+// REQUIRES: s.mu is held.
+func (s *Stream) closeLogLocked() error {
+	l := s.cur.Load()
+	if l == nil {
+		return nil
+	}
+	s.cur.Store(nil)
+	err := l.Close()
+	st := l.Stats()
+	s.mu.closedBytes += st.Appended
+	s.mu.last = st
+	s.mu.first = l.FirstSeq()
+	return err
+}
+
+// shut closes the stream's groups and log for good; later calls return
+// why (ErrClosed or ErrNotFound).
+func (s *Stream) shut(why error) error {
+	s.mu.Lock()
+	if s.mu.err != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.err = why
+	groups := make([]*Group, 0, len(s.mu.groups))
+	for _, g := range s.mu.groups {
+		groups = append(groups, g)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, g := range groups {
+		errs = append(errs, g.close(why))
+	}
+	s.mu.Lock()
+	errs = append(errs, s.closeLogLocked())
+	s.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// StreamStats is a snapshot of a stream's counters.
+type StreamStats struct {
+	// FirstSeq is the first record the stream holds, NextSeq the one the
+	// next Publish gets, DurableSeq the last durable one.
+	FirstSeq, NextSeq, DurableSeq uint64
+	// Published and PublishedBytes count the records and bytes (frames
+	// included) published since the Store opened.
+	Published, PublishedBytes uint64
+	// DiskBytes is the size of the stream's segment files.
+	DiskBytes int64
+	// Groups is the number of open groups.
+	Groups int
+	// Open is true while the stream's log is open (it is not idle).
+	Open bool
+	// Log is the open log's own Stats (zero while idle).
+	Log wal.Stats
+}
+
+// Stats returns the stream's counters. It does not open an idle stream.
+func (s *Stream) Stats() StreamStats {
+	s.mu.Lock()
+	var out StreamStats
+	out.Groups = len(s.mu.groups)
+	l := s.cur.Load()
+	base, closedBytes, last, first := s.mu.baseNext, s.mu.closedBytes, s.mu.last, s.mu.first
+	s.mu.Unlock()
+	if l != nil {
+		ls := l.Stats()
+		out.Open = true
+		out.Log = ls
+		out.FirstSeq, out.NextSeq, out.DurableSeq = l.FirstSeq(), ls.NextSeq, ls.DurableSeq
+		out.PublishedBytes = closedBytes + ls.Appended
+	} else {
+		out.FirstSeq, out.NextSeq, out.DurableSeq = first, last.NextSeq, last.DurableSeq
+		out.PublishedBytes = closedBytes
+	}
+	if base != 0 && out.NextSeq >= base {
+		out.Published = out.NextSeq - base
+	}
+	out.DiskBytes = s.diskBytes()
+	return out
+}
+
+// diskBytes sums the sizes of the stream's segment files.
+func (s *Stream) diskBytes() int64 {
+	dir := filepath.Join(s.dir, _logDir)
+	names, err := s.st.fsys.List(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".seg") {
+			continue
+		}
+		if fi, err := s.st.fsys.Stat(filepath.Join(dir, name)); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
