@@ -927,7 +927,8 @@ func TestCursorNextOrWake(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("NextOrWake waiting for an append: %v", err)
 	}
-	if _, _, err := c.NextOrWake(nil, wake); !errors.Is(err, ErrNilContext) { //nolint:staticcheck // a nil ctx is what is tested
+	//lint:ignore SA1012 a nil context is the misuse under test
+	if _, _, err := c.NextOrWake(nil, wake); !errors.Is(err, ErrNilContext) {
 		t.Fatalf("NextOrWake(nil) = %v, want ErrNilContext", err)
 	}
 }
