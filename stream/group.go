@@ -357,8 +357,8 @@ func (g *Group) readFresh(ctx context.Context, dst []byte) (m Msg, ok bool, err 
 	if g.waiting.Load() > 0 {
 		g.bc.Broadcast()
 	}
-	var te *wal.TruncatedError
-	var ge *wal.GapError
+	ge, gap := errors.AsType[*wal.GapError](err)
+	te, truncated := errors.AsType[*wal.TruncatedError](err)
 	switch {
 	case err == nil:
 		sl := &g.slots[seq&g.mask]
@@ -372,11 +372,11 @@ func (g *Group) readFresh(ctx context.Context, dst []byte) (m Msg, ok bool, err 
 		return m, true, nil
 	case errors.Is(err, wal.ErrWoken):
 		return Msg{}, false, nil
-	case errors.As(err, &ge):
+	case gap:
 		// The cursor acked the gap's records; they will never come.
 		g.mu.next = ge.End
 		return Msg{}, false, nil
-	case errors.As(err, &te):
+	case truncated:
 		// Retention deleted records this group had not read.
 		if serr := g.c.Seek(te.First); serr != nil {
 			return Msg{}, false, g.s.mapErr(serr)
@@ -409,8 +409,7 @@ func (g *Group) redeliverLocked(dst []byte) (Msg, bool, error) {
 		}
 		rec, err := g.readAt(seq)
 		if err != nil {
-			var te *wal.TruncatedError
-			if errors.As(err, &te) {
+			if _, ok := errors.AsType[*wal.TruncatedError](err); ok {
 				// Deleted by retention while unacked: it cannot come again.
 				g.skipped.Add(1)
 				g.ackSlot(sl, seq)

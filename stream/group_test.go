@@ -1,0 +1,392 @@
+package stream
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/appendlog/appendlog/wal"
+)
+
+// rec returns the record of publisher p's i-th publish.
+func rec(p, i int) []byte {
+	b := make([]byte, 16)
+	binary.LittleEndian.PutUint64(b, uint64(p))
+	binary.LittleEndian.PutUint64(b[8:], uint64(i))
+	return b
+}
+
+// TestGroupDelivery: groups of 1, 4 and 20 members under concurrent
+// publishing. Members ack in random order, nack some records and leave
+// some to expire: every record is delivered until it is acked, acked
+// exactly once, and the committed position ends past the last record.
+func TestGroupDelivery(t *testing.T) {
+	for _, members := range []int{1, 4, 20} {
+		t.Run(fmt.Sprintf("members=%d", members), func(t *testing.T) {
+			const publishers, perPub = 4, 500
+			const total = publishers * perPub
+			st := mustOpen(t, t.TempDir(), nil)
+			defer st.Close()
+			s, err := st.Create("s", &Config{Sync: wal.SyncNever})
+			noErr(t, err)
+			g, err := s.Group("g", &GroupOptions{AckWait: 50 * time.Millisecond, MaxAckPending: 256})
+			noErr(t, err)
+
+			var pubs sync.WaitGroup
+			for p := range publishers {
+				pubs.Add(1)
+				go func() {
+					defer pubs.Done()
+					for i := range perPub {
+						if _, err := s.Publish(rec(p, i)); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+			}
+
+			var (
+				mu         sync.Mutex
+				deliveries = make(map[uint64][]int) // seq -> Delivery of each
+				data       = make(map[uint64]string)
+				acked      = make(map[uint64]bool)
+				held       []uint64 // delivered, to be acked later, out of order
+			)
+			var ackedN atomic.Int64
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var wg sync.WaitGroup
+			for m := range members {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(m), 7))
+					var buf []byte
+					for ackedN.Load() < total {
+						msg, err := g.Next(ctx, buf)
+						if err != nil {
+							if !errors.Is(err, context.Canceled) {
+								t.Error(err)
+							}
+							return
+						}
+						buf = msg.Data
+						mu.Lock()
+						if d, ok := data[msg.Seq]; ok && d != string(msg.Data) {
+							t.Errorf("record %d redelivered with other data", msg.Seq)
+						}
+						data[msg.Seq] = string(msg.Data)
+						if acked[msg.Seq] {
+							t.Errorf("record %d delivered after it was acked", msg.Seq)
+						}
+						deliveries[msg.Seq] = append(deliveries[msg.Seq], msg.Delivery)
+						var toAck []uint64
+						switch r := rng.IntN(10); {
+						case r == 0 && msg.Delivery < 3:
+							// Leave it to expire.
+						case r == 1 && msg.Delivery < 3:
+							mu.Unlock()
+							noErr(t, g.Nack(msg.Seq))
+							continue
+						default:
+							held = append(held, msg.Seq)
+							if len(held) >= 8 || rng.IntN(4) == 0 {
+								rng.Shuffle(len(held), func(i, j int) { held[i], held[j] = held[j], held[i] })
+								toAck, held = held, nil
+								for _, seq := range toAck {
+									acked[seq] = true
+								}
+							}
+						}
+						mu.Unlock()
+						for _, seq := range toAck {
+							if err := g.Ack(seq); err != nil {
+								t.Error(err)
+							}
+							ackedN.Add(1)
+						}
+					}
+					cancel() // release the members still waiting
+				}()
+			}
+			// Members that hold records but wait in Next would hold them
+			// forever: ack what is held whenever progress stalls.
+			stop := make(chan struct{})
+			var flusher sync.WaitGroup
+			flusher.Add(1)
+			go func() {
+				defer flusher.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(5 * time.Millisecond):
+					}
+					mu.Lock()
+					toAck := held
+					held = nil
+					for _, seq := range toAck {
+						acked[seq] = true
+					}
+					mu.Unlock()
+					for _, seq := range toAck {
+						noErr(t, g.Ack(seq))
+						ackedN.Add(1)
+					}
+					if ackedN.Load() >= total {
+						cancel() // the members wait in Next for records that will not come
+					}
+				}
+			}()
+			pubs.Wait()
+			wg.Wait()
+			close(stop)
+			flusher.Wait()
+
+			if len(deliveries) != total {
+				t.Fatalf("%d records delivered, want %d", len(deliveries), total)
+			}
+			redelivered := 0
+			for seq := uint64(1); seq <= total; seq++ {
+				ds := deliveries[seq]
+				for i, d := range ds {
+					if d != i+1 {
+						t.Fatalf("record %d deliveries numbered %v", seq, ds)
+					}
+				}
+				redelivered += len(ds) - 1
+				if !acked[seq] {
+					t.Fatalf("record %d never acked", seq)
+				}
+			}
+			if redelivered == 0 {
+				t.Fatal("no record was redelivered: nacks and expiry were not exercised")
+			}
+			stats := g.Stats()
+			if stats.Acked != total || stats.Committed != total+1 || stats.Delivered != total || stats.Redelivered != uint64(redelivered) || stats.Pending != 0 {
+				t.Fatalf("Stats = %+v; want %d acked, committed %d, %d redelivered", stats, total, total+1, redelivered)
+			}
+			// Each publisher's records were published in order.
+			last := make([]int, publishers)
+			for p := range last {
+				last[p] = -1
+			}
+			for seq := uint64(1); seq <= total; seq++ {
+				b := []byte(data[seq])
+				p, i := int(binary.LittleEndian.Uint64(b)), int(binary.LittleEndian.Uint64(b[8:]))
+				if i != last[p]+1 {
+					t.Fatalf("publisher %d record %d at seq %d after its record %d", p, i, seq, last[p])
+				}
+				last[p] = i
+			}
+			noErr(t, g.Close())
+		})
+	}
+}
+
+// TestOrderedConsumer: a one-member group that acks everything gets every
+// record once, in stream order, while publishing goes on.
+func TestOrderedConsumer(t *testing.T) {
+	st := mustOpen(t, t.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("s", &Config{Sync: wal.SyncNever})
+	noErr(t, err)
+	g, err := s.Group("g", nil)
+	noErr(t, err)
+	const n = 5000
+	go func() {
+		for i := range n {
+			if _, err := s.Publish(rec(0, i)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var buf []byte
+	for i := range n {
+		m, err := g.Next(context.Background(), buf)
+		noErr(t, err)
+		buf = m.Data
+		if m.Seq != uint64(i+1) || binary.LittleEndian.Uint64(m.Data[8:]) != uint64(i) || m.Delivery != 1 {
+			t.Fatalf("delivery %d = seq %d record %d (delivery %d)", i, m.Seq, binary.LittleEndian.Uint64(m.Data[8:]), m.Delivery)
+		}
+		noErr(t, g.Ack(m.Seq))
+	}
+	if s := g.Stats(); s.LagRecords != 0 || s.Committed != n+1 {
+		t.Fatalf("Stats at the end = %+v", s)
+	}
+}
+
+// TestMaxDeliverAndAckErrors: a record nacked MaxDeliver times dies (it is
+// acked, counted and reported); acks of records not delivered are errors;
+// Next returns when its context ends or the group closes.
+func TestMaxDeliverAndAckErrors(t *testing.T) {
+	st := mustOpen(t, t.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("s", nil)
+	noErr(t, err)
+	var deadSeq, deadN atomic.Int64
+	g, err := s.Group("g", &GroupOptions{MaxDeliver: 3, OnDead: func(seq uint64, n int) {
+		deadSeq.Store(int64(seq))
+		deadN.Store(int64(n))
+	}})
+	noErr(t, err)
+	ctx := context.Background()
+	for range 2 {
+		_, err := s.Publish([]byte("x"))
+		noErr(t, err)
+	}
+	if err := g.Ack(1); !errors.Is(err, ErrNotDelivered) {
+		t.Fatalf("Ack before delivery = %v, want ErrNotDelivered", err)
+	}
+	for want := 1; want <= 3; want++ {
+		m, err := g.Next(ctx, nil)
+		noErr(t, err)
+		if m.Seq != 1 || m.Delivery != want {
+			t.Fatalf("delivery %d = %+v", want, m)
+		}
+		noErr(t, g.Nack(1))
+	}
+	if deadSeq.Load() != 1 || deadN.Load() != 3 || g.Stats().Dead != 1 {
+		t.Fatalf("after 3 nacks with MaxDeliver 3: OnDead(%d, %d), Stats %+v", deadSeq.Load(), deadN.Load(), g.Stats())
+	}
+	if err := g.Nack(1); !errors.Is(err, ErrNotDelivered) {
+		t.Fatalf("Nack of a dead record = %v, want ErrNotDelivered", err)
+	}
+	m, err := g.Next(ctx, nil)
+	noErr(t, err)
+	if m.Seq != 2 {
+		t.Fatalf("after the dead record, got %+v", m)
+	}
+	noErr(t, g.Ack(2))
+	noErr(t, g.Ack(2)) // twice is fine
+	if g.Committed() != 3 {
+		t.Fatalf("Committed = %d, want 3", g.Committed())
+	}
+	if err := g.Ack(3); !errors.Is(err, ErrNotDelivered) {
+		t.Fatalf("Ack of an unpublished record = %v, want ErrNotDelivered", err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if _, err := g.Next(tctx, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Next on a drained stream = %v, want DeadlineExceeded", err)
+	}
+	//lint:ignore SA1012 a nil context is the misuse under test
+	if _, err := g.Next(nil, nil); err == nil {
+		t.Fatal("Next(nil) succeeded")
+	}
+	errc := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := g.Next(ctx, nil)
+			errc <- err
+		}()
+	}
+	noErr(t, g.Close())
+	for range 2 {
+		if err := <-errc; !errors.Is(err, ErrClosed) {
+			t.Fatalf("Next across Close = %v, want ErrClosed", err)
+		}
+	}
+	if _, err := g.Next(ctx, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestGroupCheckpointResume: a group reopened resumes at its committed
+// position, and StartAt places a new group.
+func TestGroupCheckpointResume(t *testing.T) {
+	dir := t.TempDir()
+	st := mustOpen(t, dir, nil)
+	s, err := st.Create("s", nil)
+	noErr(t, err)
+	for i := range 100 {
+		_, err := s.Publish(rec(0, i))
+		noErr(t, err)
+	}
+	g, err := s.Group("g", &GroupOptions{CheckpointEvery: time.Hour})
+	noErr(t, err)
+	ctx := context.Background()
+	for range 60 {
+		m, err := g.Next(ctx, nil)
+		noErr(t, err)
+		if m.Seq != 41 { // 41 stays unacked
+			noErr(t, g.Ack(m.Seq))
+		}
+	}
+	if g.Committed() != 41 {
+		t.Fatalf("Committed = %d, want 41", g.Committed())
+	}
+	h, err := s.Group("h", &GroupOptions{StartAt: 90})
+	noErr(t, err)
+	if m, err := h.Next(ctx, nil); err != nil || m.Seq != 90 {
+		t.Fatalf("first record of a group started at 90 = %+v, %v", m, err)
+	}
+	noErr(t, st.Close()) // checkpoints the groups
+
+	st = mustOpen(t, dir, nil)
+	defer st.Close()
+	s, err = st.Stream("s")
+	noErr(t, err)
+	g, err = s.Group("g", nil)
+	noErr(t, err)
+	if g.opts.CheckpointEvery != time.Hour {
+		t.Fatalf("reopened group's options = %+v, want the stored ones", g.opts)
+	}
+	m, err := g.Next(ctx, nil)
+	noErr(t, err)
+	if m.Seq != 41 {
+		t.Fatalf("reopened group resumed at %d, want 41", m.Seq)
+	}
+	h, err = s.Group("h", &GroupOptions{StartAt: 5}) // exists: StartAt ignored
+	noErr(t, err)
+	if m, err := h.Next(ctx, nil); err != nil || m.Seq != 90 {
+		t.Fatalf("reopened group h resumed at %+v, %v; want 90", m, err)
+	}
+}
+
+// TestAckNextAllocs: Publish, Ack and a Next with a record ready do not
+// allocate.
+func TestAckNextAllocs(t *testing.T) {
+	st := mustOpen(t, t.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("s", &Config{Sync: wal.SyncNever})
+	noErr(t, err)
+	g, err := s.Group("g", nil)
+	noErr(t, err)
+	p := make([]byte, 128)
+	buf := make([]byte, 0, 256)
+	ctx := context.Background()
+	// Warm up: open the reader and map the segment.
+	_, err = s.Publish(p)
+	noErr(t, err)
+	m, err := g.Next(ctx, buf)
+	noErr(t, err)
+	noErr(t, g.Ack(m.Seq))
+	if n := testing.AllocsPerRun(1000, func() {
+		if _, err := s.Publish(p); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("Publish allocates %v objects", n)
+	}
+	noErr(t, s.cur.Load().Flush(ctx))
+	if n := testing.AllocsPerRun(1000, func() {
+		m, err := g.Next(ctx, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Ack(m.Seq); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("Next + Ack allocate %v objects", n)
+	}
+}
