@@ -204,30 +204,31 @@ func (s *Stream) openGroup(l *wal.Log, name string, given *GroupOptions) (*Group
 	case o.MaxAckPending < 0 || o.MaxAckPending > MaxAckPending:
 		return nil, fmt.Errorf("MaxAckPending %d not in [1, %d]", o.MaxAckPending, MaxAckPending)
 	}
-	if !exists || given != nil {
-		if err := fsys.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, err
-		}
-		if err := writeJSON(fsys, path, o.file(name)); err != nil {
-			return nil, err
-		}
-	}
-	fresh := true
-	if infos, err := l.Cursors(); err == nil {
-		for _, ci := range infos {
-			if ci.Name == name {
-				fresh = false
-			}
-		}
-	} else {
-		return nil, err
-	}
+	// The group file is written last: it is what makes a new group exist.
+	// A cursor without one is what a crash left of a group being created,
+	// and is moved to where the group starts.
 	c, err := l.Cursor(name)
 	if err != nil {
 		return nil, err
 	}
-	if fresh && o.StartAt > 0 && o.StartAt != c.Committed() {
-		if err := c.Seek(o.StartAt); err != nil {
+	if !exists {
+		start := o.StartAt
+		if start == 0 {
+			start = l.FirstSeq()
+		}
+		if c.Committed() != start {
+			if err := c.Seek(start); err != nil {
+				c.Close()
+				return nil, err
+			}
+		}
+	}
+	if !exists || given != nil {
+		err := fsys.MkdirAll(filepath.Dir(path), 0o755)
+		if err == nil {
+			err = writeJSON(fsys, path, o.file(name))
+		}
+		if err != nil {
 			c.Close()
 			return nil, err
 		}

@@ -170,6 +170,12 @@ func (st *Store) load(marker string, exists bool) error {
 		if err := writeJSON(fsys, marker, storeMarker{Format: _storeFormat, Version: _storeVer}); err != nil {
 			return err
 		}
+		// The store's directory may be new: make its entry durable too.
+		if parent := filepath.Dir(st.dir); parent != st.dir {
+			if err := fsys.SyncDir(parent); err != nil {
+				return fmt.Errorf("stream: create %s: sync %s: %w", st.dir, parent, err)
+			}
+		}
 	} else {
 		var m storeMarker
 		if err := readJSON(fsys, marker, &m); err != nil {
