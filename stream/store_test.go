@@ -310,3 +310,43 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestScan: Scan reads the stream from any record to the last published,
+// without a group; an error from fn stops it; a record below FirstSeq is a
+// TruncatedError. DurableSeq confirms what WaitDurable waited for.
+func TestScan(t *testing.T) {
+	st := mustOpen(t, t.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("s", &Config{Sync: wal.SyncBatch})
+	noErr(t, err)
+	for i := range 100 {
+		_, err := s.Publish([]byte(fmt.Sprint(i)))
+		noErr(t, err)
+	}
+	var got []string
+	noErr(t, s.Scan(91, func(seq uint64, rec []byte) error {
+		if want := fmt.Sprint(seq - 1); string(rec) != want {
+			t.Fatalf("record %d is %q, want %q", seq, rec, want)
+		}
+		got = append(got, string(rec))
+		return nil
+	}))
+	if len(got) != 10 {
+		t.Fatalf("Scan from 91 of 100 records read %d", len(got))
+	}
+	stop := errors.New("stop")
+	n := 0
+	if err := s.Scan(0, func(uint64, []byte) error { n++; return stop }); err != stop || n != 1 {
+		t.Fatalf("Scan with a failing fn = %v after %d records", err, n)
+	}
+	if err := s.Scan(101, func(uint64, []byte) error { return stop }); err != nil {
+		t.Fatalf("Scan from the end = %v", err)
+	}
+	noErr(t, s.WaitDurable(context.Background(), 100))
+	if d := s.DurableSeq(); d < 100 {
+		t.Fatalf("DurableSeq %d after WaitDurable(100)", d)
+	}
+	if g, _ := s.Group("g", nil); g == nil {
+		t.Fatal("no group")
+	}
+}

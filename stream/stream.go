@@ -185,6 +185,80 @@ func (s *Stream) WaitDurable(ctx context.Context, seq uint64) error {
 	}
 }
 
+// DurableSeq returns the last durable record (0 if none): every record
+// at or below it is confirmed. It is cheap enough to poll.
+func (s *Stream) DurableSeq() uint64 {
+	if l := s.cur.Load(); l != nil {
+		return l.DurableSeq()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.cur.Load(); l != nil {
+		return l.DurableSeq()
+	}
+	return s.mu.last.DurableSeq
+}
+
+// Scan calls fn with each record of the stream from seq from (0: the first
+// record held) to the last one published when Scan began, in order, then
+// returns nil; it returns fn's error if fn fails. rec is valid only until
+// fn returns. Scan reads without a group: nothing is delivered or acked.
+// from below FirstSeq is a *wal.TruncatedError naming the first record
+// held.
+func (s *Stream) Scan(from uint64, fn func(seq uint64, rec []byte) error) error {
+	for {
+		l, err := s.log()
+		if err != nil {
+			return err
+		}
+		end := l.NextSeq()
+		if from == 0 {
+			from = l.FirstSeq()
+		}
+		r, err := l.NewReader(from, nil)
+		if err != nil {
+			if s.retry(l, err) {
+				continue
+			}
+			return s.mapErr(err)
+		}
+		err = scan(r, from, end, func(seq uint64, rec []byte) error {
+			if seq%4096 == 0 {
+				s.used.Store(true) // a long scan keeps the stream from idling
+			}
+			from = seq + 1
+			return fn(seq, rec)
+		})
+		r.Close()
+		if err != nil && s.retry(l, err) {
+			continue // closed while idle: go on from where it was
+		}
+		return s.mapErr(err)
+	}
+}
+
+// scan feeds fn the records of r, which starts at from, below end.
+func scan(r *wal.Reader, from, end uint64, fn func(seq uint64, rec []byte) error) error {
+	for next := from; next < end; {
+		if !r.Next() {
+			if err := r.Err(); err != nil {
+				return err
+			}
+			// Published but not yet visible (in the log's buffer): wait
+			// for it; a waiting reader makes the flusher write at once.
+			if err := r.Wait(context.Background()); err != nil {
+				return err
+			}
+			continue
+		}
+		next = r.Seq() + 1
+		if err := fn(r.Seq(), r.Record()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // closeIdle closes the log of a stream the janitor found unused for two
 // periods in a row, with no group open.
 func (s *Stream) closeIdle() {
