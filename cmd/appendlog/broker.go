@@ -1,0 +1,1047 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/appendlog/appendlog/internal/hist"
+	"github.com/appendlog/appendlog/internal/payload"
+	"github.com/appendlog/appendlog/internal/sys"
+	"github.com/appendlog/appendlog/stream"
+	"github.com/appendlog/appendlog/wal"
+)
+
+func init() { register(func(*bool) *cobra.Command { return newBrokerCmd() }) }
+
+const (
+	// _stampSize is the publish time (Unix ns, little endian) at the start
+	// of each message; a payload record (see internal/payload) follows.
+	_stampSize  = 8
+	_brokerSpec = "broker.json"
+	_brokerFmt  = "appendlog-broker"
+	_storeSub   = "store"
+	// _maxProblems is how many verification problems are reported.
+	_maxProblems = 10
+)
+
+type brokerFlags struct {
+	dir          string
+	keep         bool
+	resume       bool
+	json         bool
+	acks         bool
+	streams      int
+	publishers   int
+	consumers    int
+	size         int
+	records      int64
+	duration     time.Duration
+	mode         string
+	sync         string
+	segmentSize  int64
+	bufferSize   int
+	maxBytes     int64
+	drainTimeout time.Duration
+}
+
+// brokerSpec is the shape of a run's workload, kept in broker.json beside
+// the store so that --resume runs the same one.
+type brokerSpec struct {
+	Format      string `json:"format"`
+	Mode        string `json:"mode"`
+	Streams     int    `json:"streams"`
+	Publishers  int    `json:"publishers"`
+	Consumers   int    `json:"consumers"`
+	Size        int    `json:"size"`
+	Sync        string `json:"sync"`
+	SegmentSize int64  `json:"segment_size,omitempty"`
+	MaxBytes    int64  `json:"max_bytes,omitempty"`
+}
+
+// brokerResult is broker's report; with --json it is the last line of
+// stdout.
+type brokerResult struct {
+	Mode       string `json:"mode"`
+	Streams    int    `json:"streams"`
+	Publishers int    `json:"publishers"`
+	Consumers  int    `json:"consumers"`
+	Groups     int    `json:"groups"`
+	Size       int    `json:"size"`
+	Sync       string `json:"sync"`
+	Resumed    bool   `json:"resumed"`
+
+	// Published counts this run's publishes; Consumed the distinct
+	// records the groups acked (a record counts once per group), which
+	// on --resume includes the records the previous run left unacked.
+	Published      int64   `json:"published"`
+	Consumed       int64   `json:"consumed"`
+	Redelivered    int64   `json:"redelivered"`
+	PublishSeconds float64 `json:"publish_seconds"`
+	Seconds        float64 `json:"seconds"`
+	PublishPerSec  float64 `json:"publish_per_sec"`
+	ConsumePerSec  float64 `json:"consume_per_sec"`
+	E2EP50us       float64 `json:"e2e_p50_us"`
+	E2EP99us       float64 `json:"e2e_p99_us"`
+	E2EP999us      float64 `json:"e2e_p999_us"`
+	MaxLagRecords  int64   `json:"max_lag_records"`
+	EndLagRecords  int64   `json:"end_lag_records"`
+	PeakRSSBytes   int64   `json:"peak_rss_bytes"`
+	DiskBytes      int64   `json:"disk_bytes"`
+
+	Lost       int64    `json:"lost"`
+	Duplicates int64    `json:"duplicates"`
+	Problems   []string `json:"problems,omitempty"`
+	Verified   bool     `json:"verified"`
+	Error      string   `json:"error,omitempty"`
+
+	// ResumedNext is, per stream, the sequence number after the last
+	// record found at --resume: every record confirmed before the
+	// previous run died is below it. ResumedFrom is, per group, the
+	// checkpoint it resumed from.
+	ResumedNext []uint64          `json:"resumed_next,omitempty"`
+	ResumedFrom map[string]uint64 `json:"resumed_from,omitempty"`
+	Dir         string            `json:"dir"`
+	Kept        bool              `json:"kept"`
+}
+
+func newBrokerCmd() *cobra.Command {
+	var f brokerFlags
+	cmd := &cobra.Command{
+		Use:   "broker [flags]",
+		Short: "Run a message-broker workload on a stream store and verify every delivery",
+		Long: `broker runs publishers and consumer groups on a store of streams (package
+stream) in --dir, and reports publish and consume rates, end-to-end latency
+(publish call to delivery), lag, peak RSS and disk use. It verifies what it
+consumed: every record delivered exactly once per group, none lost, torn,
+duplicated or never published, and in streams mode in each publisher's
+order. It exits with status 1 when verification fails.
+
+Modes:
+  streams  --streams streams, each with its own publishers (a publisher owns
+           every --publishers-th stream, or, with more publishers than
+           streams, several publishers share one) and its own one-member
+           groups: --consumers/--streams of them (at least one), each of
+           which receives every record of its stream.
+  queue    one stream, every publisher on it, and one group whose
+           --consumers members share its records (a work queue).
+
+Sync modes: never (the OS decides), batch (group commit: each fdatasync
+covers what every publisher of the stream appended), always (batch, and each
+publisher waits for its confirm before publishing again).
+
+Each message is --size bytes: its publish time, then a self-checking record
+of its publisher lane and counter. --records is the total to publish; with
+--duration publishers publish until it has passed instead. Consumers then
+drain what is left; --drain-timeout bounds a drain that stops progressing.
+
+Without --dir, broker uses a fresh temporary directory and removes it at the
+end unless --keep is given. --resume reopens the store in --dir that an
+earlier run left (killed or not) with its workload: publishers go on with
+their counters, groups resume from their last checkpoint, and the drain
+verifies everything from each group's checkpoint to the end. With --acks,
+"durable <stream> <seq>" lines on stdout confirm records as each stream's
+durable position advances.
+
+The publish time runs from the start to the last publish returning (and,
+for batch and always, its confirm); the consume time to the last record
+acked. With --json a JSON object is the last line of stdout.`,
+		Example: `  appendlog broker
+  appendlog broker --mode queue --consumers 20 --records 2000000
+  appendlog broker --streams 1000 --duration 30s --sync batch --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBroker(cmd, &f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dir, "dir", "", "store directory (default: a temporary directory)")
+	fl.BoolVar(&f.keep, "keep", false, "keep the temporary directory used when --dir is not given")
+	fl.BoolVar(&f.resume, "resume", false, "reopen the store an earlier run left in --dir and go on with its workload")
+	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on the last line of stdout")
+	fl.BoolVar(&f.acks, "acks", false, `print "durable <stream> <seq>" to stdout as each stream's durable position advances`)
+	fl.IntVar(&f.streams, "streams", 20, "streams (streams mode)")
+	fl.IntVar(&f.publishers, "publishers", 20, "publisher goroutines")
+	fl.IntVar(&f.consumers, "consumers", 20, "consumer goroutines (streams mode: at least one per stream)")
+	sizeVar(fl, &f.size, "size", 128, fmt.Sprintf("message size, at least %d bytes", _stampSize+payload.MinSize))
+	fl.Int64Var(&f.records, "records", 1000000, "records to publish in total")
+	fl.DurationVar(&f.duration, "duration", 0, "publish for this long instead of --records")
+	fl.StringVar(&f.mode, "mode", "streams", "workload: streams or queue")
+	fl.StringVar(&f.sync, "sync", "batch", "sync mode: never, batch or always")
+	sizeVar(fl, &f.segmentSize, "segment-size", 0, "segment file size of each stream (0: the stream default)")
+	sizeVar(fl, &f.bufferSize, "buffer-size", 0, "write buffer of each open stream (0: the store default)")
+	sizeVar(fl, &f.maxBytes, "max-bytes", 0, "retention: keep each stream under this many bytes of segments, deleting only what every group acked (0: keep all)")
+	fl.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "give up a drain that makes no progress for this long")
+	return cmd
+}
+
+// specOf validates the flags of a new run and returns its workload.
+func specOf(cmd *cobra.Command, f *brokerFlags) (brokerSpec, error) {
+	sp := brokerSpec{Format: _brokerFmt, Mode: f.mode, Streams: f.streams, Publishers: f.publishers,
+		Consumers: f.consumers, Size: f.size, Sync: f.sync, SegmentSize: f.segmentSize, MaxBytes: f.maxBytes}
+	if f.mode == "queue" {
+		if cmd.Flags().Changed("streams") && f.streams != 1 {
+			return sp, usagef("--mode queue uses one stream; --streams %d asks for more", f.streams)
+		}
+		sp.Streams = 1
+	}
+	return sp, sp.check()
+}
+
+func (sp *brokerSpec) check() error {
+	switch {
+	case sp.Mode != "streams" && sp.Mode != "queue":
+		return usagef("--mode must be streams or queue, got %q", sp.Mode)
+	case sp.Sync != "never" && sp.Sync != "batch" && sp.Sync != syncAlways:
+		return usagef("--sync must be never, batch or always, got %q", sp.Sync)
+	case sp.Streams < 1 || sp.Streams > 100000:
+		return usagef("--streams must be between 1 and 100000, got %d", sp.Streams)
+	case sp.Publishers < 1 || sp.Publishers > 10000:
+		return usagef("--publishers must be between 1 and 10000, got %d", sp.Publishers)
+	case sp.Consumers < 1 || sp.Consumers > 10000:
+		return usagef("--consumers must be between 1 and 10000, got %d", sp.Consumers)
+	case sp.Size < _stampSize+payload.MinSize || sp.Size > 1<<20:
+		return usagef("--size must be between %d and %d bytes, got %d", _stampSize+payload.MinSize, 1<<20, sp.Size)
+	case sp.SegmentSize < 0 || sp.MaxBytes < 0:
+		return usagef("--segment-size and --max-bytes must not be negative")
+	case sp.Mode == "streams" && max(sp.Streams, sp.Publishers) > payload.MaxWriters:
+		return usagef("at most %d publisher lanes (streams or publishers)", payload.MaxWriters)
+	}
+	return nil
+}
+
+// config returns the stream configuration the workload asks for.
+func (sp *brokerSpec) config() *stream.Config {
+	c := &stream.Config{SegmentSize: sp.SegmentSize, Sync: wal.SyncBatch}
+	if sp.Sync == "never" {
+		c.Sync = wal.SyncNever
+	}
+	if sp.MaxBytes > 0 {
+		c.Retention = stream.Retention{MaxBytes: sp.MaxBytes, UntilAcked: true}
+	}
+	return c
+}
+
+// topology is who publishes to and consumes from which stream. A lane is
+// one publisher's sequence of records to one stream: its records carry the
+// lane as their writer id and consecutive counters.
+type topology struct {
+	streams  []string
+	laneOf   []int   // lane -> stream index
+	pubLanes [][]int // publisher -> its lanes
+	groups   []groupSpec
+}
+
+type groupSpec struct {
+	stream  int
+	name    string
+	members int
+}
+
+func (sp *brokerSpec) topology() topology {
+	var t topology
+	if sp.Mode == "queue" {
+		t.streams = []string{"queue"}
+		for p := range sp.Publishers {
+			t.laneOf = append(t.laneOf, 0)
+			t.pubLanes = append(t.pubLanes, []int{p})
+		}
+		t.groups = []groupSpec{{stream: 0, name: "workers", members: sp.Consumers}}
+		return t
+	}
+	for i := range sp.Streams {
+		t.streams = append(t.streams, fmt.Sprintf("s%05d", i))
+	}
+	t.pubLanes = make([][]int, sp.Publishers)
+	lanes := max(sp.Streams, sp.Publishers)
+	for l := range lanes {
+		t.laneOf = append(t.laneOf, l%sp.Streams)
+		p := l % sp.Publishers
+		t.pubLanes[p] = append(t.pubLanes[p], l)
+	}
+	per := max(1, sp.Consumers/sp.Streams)
+	for i := range sp.Streams {
+		for k := range per {
+			t.groups = append(t.groups, groupSpec{stream: i, name: fmt.Sprintf("g%03d", k), members: 1})
+		}
+	}
+	return t
+}
+
+// runBroker sets the run up, runs it and reports.
+func runBroker(cmd *cobra.Command, f *brokerFlags) (err error) {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if f.records < 0 || f.duration < 0 || f.drainTimeout <= 0 || f.bufferSize < 0 {
+		return usagef("--records and --duration must not be negative, --drain-timeout must be positive")
+	}
+	b, err := setupBroker(cmd, f)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if b.temp != "" {
+			err = errors.Join(err, os.RemoveAll(b.temp))
+		}
+	}()
+	runErr := b.run(ctx)
+	return b.report(runErr)
+}
+
+// brokerRun is one run of the workload.
+type brokerRun struct {
+	f              *brokerFlags
+	spec           brokerSpec
+	topo           topology
+	stdout, stderr io.Writer
+	st             *stream.Store
+	temp           string // the temporary directory to remove, or ""
+	res            brokerResult
+
+	streams   []*stream.Stream
+	lanes     []*lane
+	groups    []*groupRun
+	startNext []uint64 // per stream, NextSeq at the start
+
+	lifeStart int64 // Unix ns: messages stamped earlier are the previous run's
+
+	mu       sync.Mutex
+	problems []string // Protected by mu.
+	nprob    int      // Protected by mu.
+}
+
+// lane is one publisher's sequence of records to one stream.
+type lane struct {
+	id     int
+	stream int
+	s      *stream.Stream
+	buf    []byte
+	next   uint64 // counter of the next record; the publisher's own
+	quota  int64  // records to publish this run; -1 until stopped
+	start  uint64 // first counter of this run
+	// published counts this run's publishes, for the lag and progress
+	// readers; it is alone on its cache line, as each lane is written by
+	// one publisher.
+	_         [64]byte
+	published atomic.Int64
+	_         [56]byte
+}
+
+// setupBroker validates the flags, makes or finds the directory, and opens
+// the store and its streams.
+func setupBroker(cmd *cobra.Command, f *brokerFlags) (_ *brokerRun, err error) {
+	b := &brokerRun{f: f, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr()}
+	dir := f.dir
+	if f.resume {
+		if dir == "" {
+			return nil, usagef("--resume needs the --dir of the run to resume")
+		}
+		if b.spec, err = readSpec(dir); err != nil {
+			return nil, err
+		}
+		for _, name := range []string{"mode", "streams", "publishers", "consumers", "size", "sync", "segment-size", "max-bytes"} {
+			if cmd.Flags().Changed(name) {
+				return nil, usagef("--%s is set by the run being resumed (see %s)", name, filepath.Join(dir, _brokerSpec))
+			}
+		}
+	} else {
+		if b.spec, err = specOf(cmd, f); err != nil {
+			return nil, err
+		}
+		if dir == "" {
+			if dir, err = os.MkdirTemp("", "appendlog-broker-*"); err != nil {
+				return nil, err
+			}
+			if !f.keep {
+				b.temp = dir
+			}
+		} else if err := emptyDir(dir); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if err != nil && b.temp != "" {
+			err = errors.Join(err, os.RemoveAll(b.temp))
+			b.temp = ""
+		}
+	}()
+	if !f.resume {
+		if err := writeSpec(dir, b.spec); err != nil {
+			return nil, err
+		}
+	}
+	sp := &b.spec
+	b.topo = sp.topology()
+	b.st, err = stream.Open(filepath.Join(dir, _storeSub), &stream.Options{BufferSize: f.bufferSize})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, b.st.Close())
+		}
+	}()
+	for _, name := range b.topo.streams {
+		var s *stream.Stream
+		if f.resume {
+			s, err = b.st.Stream(name)
+		} else {
+			s, err = b.st.Create(name, sp.config())
+		}
+		if err != nil {
+			return nil, err
+		}
+		b.streams = append(b.streams, s)
+	}
+	b.res = brokerResult{Mode: sp.Mode, Streams: len(b.streams), Publishers: sp.Publishers, Consumers: sp.Consumers,
+		Groups: len(b.topo.groups), Size: sp.Size, Sync: sp.Sync, Resumed: f.resume, Dir: dir, Kept: b.temp == ""}
+	return b, nil
+}
+
+// emptyDir creates dir, or accepts it empty: a new run does not write over
+// anything.
+func emptyDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	if len(ents) > 0 {
+		return usagef("%s is not empty; pass --resume to go on with the run it holds, or use an empty directory", dir)
+	}
+	return nil
+}
+
+func writeSpec(dir string, sp brokerSpec) error {
+	b, err := json.MarshalIndent(sp, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, _brokerSpec), append(b, '\n'), 0o644)
+}
+
+func readSpec(dir string) (brokerSpec, error) {
+	var sp brokerSpec
+	path := filepath.Join(dir, _brokerSpec)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return sp, fmt.Errorf("%s: no broker run to resume (no %s)", dir, _brokerSpec)
+	}
+	if err != nil {
+		return sp, err
+	}
+	if err := json.Unmarshal(b, &sp); err != nil {
+		return sp, fmt.Errorf("%s: %w", path, err)
+	}
+	if sp.Format != _brokerFmt {
+		return sp, fmt.Errorf("%s: format %q, want %q", path, sp.Format, _brokerFmt)
+	}
+	if err := sp.check(); err != nil {
+		return sp, fmt.Errorf("%s: %w", path, err)
+	}
+	return sp, nil
+}
+
+// problem records a verification failure (the first few are kept).
+func (b *brokerRun) problem(format string, args ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.nprob++
+	if len(b.problems) < _maxProblems {
+		b.problems = append(b.problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// scanStreams reads what an earlier run left in each stream: every record
+// must be whole and its lane's counters consecutive. It sets each lane's
+// next counter.
+func (b *brokerRun) scanStreams() error {
+	next := make([]int64, len(b.topo.laneOf)) // counter after the last seen; 0: none
+	b.res.ResumedNext = make([]uint64, len(b.streams))
+	for si, s := range b.streams {
+		err := s.Scan(0, func(seq uint64, rec []byte) error {
+			w, c, err := decodeMsg(rec, b.spec.Size)
+			switch {
+			case err != nil:
+				b.problem("stream %s seq %d: %v", s.Name(), seq, err)
+			case w >= len(next) || b.topo.laneOf[w] != si:
+				b.problem("stream %s seq %d: lane %d does not publish to this stream", s.Name(), seq, w)
+			case next[w] != 0 && int64(c) != next[w]:
+				b.problem("stream %s seq %d: lane %d counter %d after %d", s.Name(), seq, w, c, next[w]-1)
+				next[w] = max(next[w], int64(c)+1)
+			default:
+				next[w] = int64(c) + 1
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("scan stream %s: %w", s.Name(), err)
+		}
+		b.res.ResumedNext[si] = s.Stats().NextSeq
+	}
+	for i, l := range b.lanes {
+		l.next, l.start = uint64(next[i]), uint64(next[i])
+	}
+	return nil
+}
+
+// decodeMsg checks a message and returns its lane and counter.
+func decodeMsg(rec []byte, size int) (int, uint64, error) {
+	if len(rec) != size {
+		return 0, 0, fmt.Errorf("%d bytes, want %d", len(rec), size)
+	}
+	return payload.Decode(rec[_stampSize:])
+}
+
+// run publishes and drains, then closes the store.
+func (b *brokerRun) run(ctx context.Context) error {
+	sp := &b.spec
+	for i, si := range b.topo.laneOf {
+		l := &lane{id: i, stream: si, s: b.streams[si], buf: make([]byte, sp.Size)}
+		if err := payload.Encode(l.buf[_stampSize:], i, 0); err != nil {
+			return err
+		}
+		b.lanes = append(b.lanes, l)
+	}
+	if b.f.resume {
+		if err := b.scanStreams(); err != nil {
+			return errors.Join(err, b.st.Close())
+		}
+	}
+	// Quotas: --records split over the lanes.
+	n := int64(len(b.lanes))
+	for i, l := range b.lanes {
+		l.quota = b.f.records / n
+		if int64(i) < b.f.records%n {
+			l.quota++
+		}
+		if b.f.duration > 0 {
+			l.quota = -1
+		}
+	}
+	b.startNext = make([]uint64, len(b.streams))
+	for i, s := range b.streams {
+		b.startNext[i] = s.Stats().NextSeq
+	}
+	b.res.ResumedFrom = map[string]uint64{}
+	for _, gs := range b.topo.groups {
+		s := b.streams[gs.stream]
+		g, err := s.Group(gs.name, nil)
+		if err != nil {
+			return errors.Join(err, b.st.Close())
+		}
+		gr := newGroupRun(b, gs, g)
+		b.groups = append(b.groups, gr)
+		if b.f.resume {
+			b.res.ResumedFrom[s.Name()+"/"+gs.name] = gr.from
+		}
+	}
+	if !b.f.resume {
+		b.res.ResumedFrom = nil
+	}
+
+	b.lifeStart = time.Now().UnixNano()
+	start := time.Now()
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var bg sync.WaitGroup
+	stopBg := make(chan struct{})
+	b.startBackground(&bg, stopBg)
+
+	// Consumers.
+	var cons sync.WaitGroup
+	for _, gr := range b.groups {
+		for range gr.spec.members {
+			cons.Add(1)
+			go func() {
+				defer cons.Done()
+				if err := gr.consume(runCtx); err != nil {
+					cancel(err)
+				}
+			}()
+		}
+	}
+	// Publishers.
+	// Publishers poll stopPub rather than ctx (ctx.Err takes a lock).
+	var stopPub atomic.Bool
+	stopOnCancel := context.AfterFunc(runCtx, func() { stopPub.Store(true) })
+	defer stopOnCancel()
+	var timer *time.Timer
+	if b.f.duration > 0 {
+		timer = time.AfterFunc(b.f.duration, func() { stopPub.Store(true) })
+	}
+	var pubs sync.WaitGroup
+	for p := range b.topo.pubLanes {
+		pubs.Add(1)
+		go func() {
+			defer pubs.Done()
+			if err := b.publish(runCtx, p, &stopPub); err != nil {
+				cancel(err)
+			}
+		}()
+	}
+	pubs.Wait()
+	if timer != nil {
+		timer.Stop()
+	}
+	// Confirm the last record of every stream: the publish time includes
+	// making it durable.
+	if sp.Sync != "never" {
+		for i, s := range b.streams {
+			if next := s.Stats().NextSeq; next > b.startNext[i] {
+				if err := s.WaitDurable(runCtx, next-1); err != nil && runCtx.Err() == nil {
+					cancel(fmt.Errorf("confirm stream %s: %w", s.Name(), err))
+				}
+			}
+		}
+	}
+	pubTime := time.Since(start)
+
+	// Drain: each group is done when it has acked every record from
+	// where it started to the end of its stream.
+	for _, gr := range b.groups {
+		end := b.streams[gr.spec.stream].Stats().NextSeq
+		gr.expect.Store(int64(end - gr.from))
+		gr.checkDone()
+	}
+	drainErr := b.drain(runCtx)
+	if drainErr != nil {
+		cancel(drainErr)
+	}
+	for _, gr := range b.groups {
+		gr.cancel()
+	}
+	cons.Wait()
+	consTime := time.Duration(0)
+	for _, gr := range b.groups {
+		consTime = max(consTime, time.Duration(gr.doneAt.Load()-start.UnixNano()))
+	}
+	for _, gr := range b.groups {
+		b.res.Redelivered += int64(gr.g.Stats().Redelivered)
+		if err := gr.g.Close(); err != nil {
+			cancel(err)
+		}
+	}
+	for _, s := range b.streams {
+		b.res.DiskBytes += s.Stats().DiskBytes
+	}
+	closeErr := b.st.Close()
+	close(stopBg)
+	bg.Wait()
+	elapsed := time.Since(start)
+
+	b.finish(pubTime, consTime, elapsed)
+	err := context.Cause(runCtx)
+	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		err = nil // canceled by the deferred cancel only
+	}
+	if ctx.Err() != nil {
+		err = errInterrupted
+	}
+	return errors.Join(err, closeErr)
+}
+
+// publish runs publisher p: round robin over its lanes until each has
+// published its quota, or stop is set (--duration), or ctx is done.
+func (b *brokerRun) publish(ctx context.Context, p int, stop *atomic.Bool) error {
+	always := b.spec.Sync == syncAlways
+	lanes := b.topo.pubLanes[p]
+	for left := len(lanes); left > 0; {
+		if stop.Load() {
+			return nil
+		}
+		left = 0
+		for _, li := range lanes {
+			l := b.lanes[li]
+			if l.quota >= 0 && int64(l.next-l.start) >= l.quota {
+				continue
+			}
+			left++
+			if err := payload.Stamp(l.buf[_stampSize:], l.id, l.next); err != nil {
+				return err
+			}
+			binary.LittleEndian.PutUint64(l.buf, uint64(time.Now().UnixNano()))
+			seq, err := l.s.Publish(l.buf)
+			if err != nil {
+				return fmt.Errorf("publish to stream %s: %w", l.s.Name(), err)
+			}
+			l.next++
+			l.published.Add(1)
+			if always {
+				if err := l.s.WaitDurable(ctx, seq); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return fmt.Errorf("confirm seq %d of stream %s: %w", seq, l.s.Name(), err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// drain waits until every group is done, or no group made progress for
+// --drain-timeout, or ctx is done.
+func (b *brokerRun) drain(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	var last int64
+	lastMove := time.Now()
+	for {
+		done, total := true, int64(0)
+		for _, gr := range b.groups {
+			total += gr.consumed.Load()
+			if !gr.isDone() {
+				done = false
+			}
+		}
+		if done {
+			return nil
+		}
+		if total != last {
+			last, lastMove = total, time.Now()
+		} else if time.Since(lastMove) > b.f.drainTimeout {
+			return fmt.Errorf("drain made no progress for %v", b.f.drainTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// lag returns the records published to the groups' streams that they have
+// not acked.
+func (b *brokerRun) lag() int64 {
+	var n int64
+	for _, gr := range b.groups {
+		si := gr.spec.stream
+		n += int64(b.startNext[si]-gr.from) + b.publishedTo(si) - gr.consumed.Load()
+	}
+	return max(n, 0)
+}
+
+// publishedTo returns the records published this run to stream si, or
+// to every stream for -1.
+func (b *brokerRun) publishedTo(si int) int64 {
+	var n int64
+	for _, l := range b.lanes {
+		if si < 0 || l.stream == si {
+			n += l.published.Load()
+		}
+	}
+	return n
+}
+
+// startBackground starts the lag sampler, the --acks printer and the
+// progress bar; stop ends them.
+func (b *brokerRun) startBackground(bg *sync.WaitGroup, stop <-chan struct{}) {
+	var bar *progressbar.ProgressBar
+	if isTerminal(b.stderr) {
+		total := b.f.records
+		if b.f.duration > 0 {
+			total = -1
+		}
+		bar = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(b.stderr),
+			progressbar.OptionSetDescription("broker"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("msg"),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(_progressTick),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		t := time.NewTicker(_ackPoll)
+		defer t.Stop()
+		durable := make([]uint64, len(b.streams))
+		for i, s := range b.streams {
+			durable[i] = s.DurableSeq()
+		}
+		var ticks int
+		for {
+			select {
+			case <-stop:
+				if bar != nil {
+					_ = bar.Finish()
+				}
+				return
+			case <-t.C:
+			}
+			if b.f.acks {
+				for i, s := range b.streams {
+					if d := s.DurableSeq(); d > durable[i] {
+						durable[i] = d
+						fmt.Fprintf(b.stdout, "durable %d %d\n", i, d)
+					}
+				}
+			}
+			if ticks++; ticks%(int(_progressTick/_ackPoll)) == 0 {
+				b.res.MaxLagRecords = max(b.res.MaxLagRecords, b.lag())
+				if bar != nil {
+					_ = bar.Set64(b.publishedTo(-1))
+				}
+			}
+		}
+	}()
+}
+
+// finish fills the result in from the counters.
+func (b *brokerRun) finish(pubTime, consTime, elapsed time.Duration) {
+	r := &b.res
+	r.Published = b.publishedTo(-1)
+	var h hist.Histogram
+	for _, gr := range b.groups {
+		r.Consumed += gr.consumed.Load()
+		r.Duplicates += gr.dups.Load()
+		if lost := gr.expect.Load() - gr.consumed.Load(); lost > 0 {
+			r.Lost += lost
+		}
+		gr.mu.Lock()
+		h.Merge(&gr.mu.hist)
+		gr.mu.Unlock()
+		for li, bs := range gr.seen {
+			if bs != nil && bs.max.Load() > b.lanes[li].next {
+				b.problem("group %s of stream %s: lane %d counter %d delivered, but only %d were published",
+					gr.spec.name, b.streams[gr.spec.stream].Name(), li, bs.max.Load()-1, b.lanes[li].next)
+			}
+		}
+	}
+	r.EndLagRecords = b.lag()
+	r.MaxLagRecords = max(r.MaxLagRecords, r.EndLagRecords)
+	r.PublishSeconds, r.Seconds = pubTime.Seconds(), elapsed.Seconds()
+	if pubTime > 0 {
+		r.PublishPerSec = float64(r.Published) / pubTime.Seconds()
+	}
+	if consTime > 0 {
+		r.ConsumePerSec = float64(r.Consumed) / consTime.Seconds()
+	}
+	us := func(q float64) float64 { return float64(h.Quantile(q)) / 1e3 }
+	if h.Count() > 0 {
+		r.E2EP50us, r.E2EP99us, r.E2EP999us = us(0.50), us(0.99), us(0.999)
+	}
+	r.PeakRSSBytes, _ = sys.MaxRSS()
+	b.mu.Lock()
+	r.Problems = b.problems
+	if b.nprob > len(b.problems) {
+		r.Problems = append(r.Problems, fmt.Sprintf("and %d more problems", b.nprob-len(b.problems)))
+	}
+	nprob := b.nprob
+	b.mu.Unlock()
+	r.Verified = nprob == 0 && r.Lost == 0 && r.Duplicates == 0
+}
+
+// report prints the result; a failed run or verification is exit status 1.
+func (b *brokerRun) report(runErr error) error {
+	r := &b.res
+	if runErr != nil {
+		r.Error = runErr.Error()
+		r.Verified = false
+	}
+	w := b.stderr
+	groups := fmt.Sprintf("%d groups", r.Groups)
+	if r.Mode == "queue" {
+		groups = fmt.Sprintf("1 group of %d members", r.Consumers)
+	}
+	resumed := ""
+	if r.Resumed {
+		resumed = ", resumed"
+	}
+	fmt.Fprintf(w, "appendlog broker: %s mode, %d streams, %d publishers, %s, %d B messages, sync %s%s\n",
+		r.Mode, r.Streams, r.Publishers, groups, r.Size, r.Sync, resumed)
+	fmt.Fprintf(w, "  published %d in %.3f s: %.0f msg/s, %.1f MB/s\n",
+		r.Published, r.PublishSeconds, r.PublishPerSec, r.PublishPerSec*float64(r.Size)/1e6)
+	fmt.Fprintf(w, "  consumed  %d (once per group) at %.0f msg/s; %d redelivered\n", r.Consumed, r.ConsumePerSec, r.Redelivered)
+	fmt.Fprintf(w, "  end to end (publish call to delivery): p50 %.0f µs, p99 %.0f µs, p99.9 %.0f µs\n", r.E2EP50us, r.E2EP99us, r.E2EP999us)
+	fmt.Fprintf(w, "  lag: at most %d records while running, %d at the end\n", r.MaxLagRecords, r.EndLagRecords)
+	fmt.Fprintf(w, "  peak RSS %s, %s of segments on disk\n", humanBytes(r.PeakRSSBytes), humanBytes(r.DiskBytes))
+	dir := r.Dir
+	if !r.Kept {
+		dir += " (removed)"
+	}
+	fmt.Fprintf(w, "  store %s\n", dir)
+	if r.Verified {
+		order := ""
+		if r.Mode == "streams" {
+			order = ", in each publisher's order"
+		}
+		fmt.Fprintf(w, "  verified: every record delivered exactly once per group%s; none lost, torn, duplicated or never published\n", order)
+	} else {
+		fmt.Fprintf(w, "  VERIFICATION FAILED: %d lost, %d duplicated\n", r.Lost, r.Duplicates)
+		for _, p := range r.Problems {
+			fmt.Fprintf(w, "    %s\n", p)
+		}
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "  stopped: %s\n", r.Error)
+	}
+	if b.f.json {
+		out, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(b.stdout, "%s\n", out); err != nil {
+			return err
+		}
+	}
+	if !r.Verified {
+		return &exitError{exitFailure}
+	}
+	return nil
+}
+
+// groupRun is one consumer group of the run and what it received.
+type groupRun struct {
+	b    *brokerRun
+	spec groupSpec
+	g    *stream.Group
+	from uint64 // its committed position when opened: where it resumes
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	consumed atomic.Int64 // distinct records acked
+	dups     atomic.Int64
+	expect   atomic.Int64 // records to ack; set when publishing ends
+	doneAt   atomic.Int64 // Unix ns of the last ack, once done
+	ended    atomic.Bool  // expect is set
+
+	seen []*bitset // per lane; nil for lanes of other streams
+	// last is the counter after the last one delivered per lane, for the
+	// order check of a one-member group (0: none yet).
+	last []uint64
+
+	mu struct {
+		sync.Mutex
+		hist hist.Histogram
+	}
+}
+
+func newGroupRun(b *brokerRun, gs groupSpec, g *stream.Group) *groupRun {
+	gr := &groupRun{b: b, spec: gs, g: g, from: g.Committed()}
+	gr.ctx, gr.cancel = context.WithCancel(context.Background())
+	gr.expect.Store(-1)
+	gr.seen = make([]*bitset, len(b.topo.laneOf))
+	gr.last = make([]uint64, len(b.topo.laneOf))
+	for li, si := range b.topo.laneOf {
+		if si == gs.stream {
+			gr.seen[li] = &bitset{}
+		}
+	}
+	return gr
+}
+
+func (gr *groupRun) isDone() bool { return gr.doneAt.Load() != 0 }
+
+// checkDone marks the group done once it acked every record expected.
+func (gr *groupRun) checkDone() {
+	if e := gr.expect.Load(); e >= 0 && gr.consumed.Load() >= e && gr.doneAt.CompareAndSwap(0, time.Now().UnixNano()) {
+		gr.cancel()
+	}
+}
+
+// consume is one member: it takes records until the group is done or ctx
+// is done, checks each and acks it.
+func (gr *groupRun) consume(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(gr.ctx, cancel)
+	defer stop()
+	b := gr.b
+	name := b.streams[gr.spec.stream].Name() + "/" + gr.spec.name
+	order := b.spec.Mode == "streams"
+	buf := make([]byte, 0, b.spec.Size)
+	var h hist.Histogram
+	defer func() {
+		gr.mu.Lock()
+		gr.mu.hist.Merge(&h)
+		gr.mu.Unlock()
+	}()
+	for {
+		m, err := gr.g.Next(ctx, buf)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("group %s: %w", name, err)
+		}
+		buf = m.Data
+		now := time.Now().UnixNano()
+		w, c, err := decodeMsg(m.Data, b.spec.Size)
+		switch {
+		case err != nil:
+			b.problem("group %s: seq %d: %v", name, m.Seq, err)
+		case w >= len(gr.seen) || gr.seen[w] == nil:
+			b.problem("group %s: seq %d: lane %d does not publish to this stream", name, m.Seq, w)
+		default:
+			if gr.seen[w].set(c) {
+				gr.dups.Add(1)
+				b.problem("group %s: seq %d: lane %d counter %d delivered again", name, m.Seq, w, c)
+			} else {
+				gr.consumed.Add(1)
+			}
+			if order && m.Delivery == 1 {
+				if l := gr.last[w]; l != 0 && c != l {
+					b.problem("group %s: seq %d: lane %d counter %d after %d", name, m.Seq, w, c, l-1)
+				}
+				gr.last[w] = c + 1
+			}
+			if ts := int64(binary.LittleEndian.Uint64(m.Data)); ts >= b.lifeStart {
+				h.Record(time.Duration(now - ts))
+			}
+		}
+		if err := gr.g.Ack(m.Seq); err != nil {
+			return fmt.Errorf("group %s: ack %d: %w", name, m.Seq, err)
+		}
+		gr.checkDone()
+	}
+}
+
+// bitset is a set of counters, safe for concurrent use, that grows in
+// chunks as counters are set.
+type bitset struct {
+	chunks [_chunks]atomic.Pointer[[_chunkWords]atomic.Uint64]
+	max    atomic.Uint64 // one past the largest counter set
+}
+
+const (
+	_chunkWords = 1 << 14 // 2^20 counters a chunk
+	_chunks     = 1 << 10 // 2^30 counters in all
+)
+
+// set adds c and reports whether it was already there.
+func (s *bitset) set(c uint64) bool {
+	ci := c >> 20
+	if ci >= _chunks {
+		return false // beyond what a run can publish; not tracked
+	}
+	ch := s.chunks[ci].Load()
+	if ch == nil {
+		s.chunks[ci].CompareAndSwap(nil, new([_chunkWords]atomic.Uint64))
+		ch = s.chunks[ci].Load()
+	}
+	for m := s.max.Load(); c+1 > m && !s.max.CompareAndSwap(m, c+1); m = s.max.Load() {
+	}
+	bit := uint64(1) << (c & 63)
+	return ch[(c>>6)&(_chunkWords-1)].Or(bit)&bit != 0
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// brokerJSON runs broker with args and --json and decodes its last line.
+func brokerJSON(t *testing.T, code int, args ...string) brokerResult {
+	t.Helper()
+	r := cli(t, append([]string{"broker", "--json"}, args...)...)
+	expect(t, r, code)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	var res brokerResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("last stdout line is not the result: %v\n%s", err, r)
+	}
+	return res
+}
+
+// TestBrokerModes: both workloads verify, and the counts add up: in
+// streams mode each of a stream's groups gets every record of it.
+func TestBrokerModes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		consumed int64
+	}{
+		{"streams", []string{"--streams", "4", "--publishers", "3", "--consumers", "8"}, 2 * 6000},
+		{"streams-more-publishers", []string{"--streams", "2", "--publishers", "5", "--consumers", "2", "--sync", "always"}, 6000},
+		{"queue", []string{"--mode", "queue", "--publishers", "4", "--consumers", "6", "--sync", "never"}, 6000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := brokerJSON(t, exitOK, append(tc.args, "--records", "6000", "--size", "64")...)
+			if !res.Verified || res.Published != 6000 || res.Consumed != tc.consumed || res.Lost != 0 || res.Duplicates != 0 {
+				t.Fatalf("result %+v", res)
+			}
+			if res.E2EP50us <= 0 || res.E2EP999us < res.E2EP50us || res.PeakRSSBytes <= 0 || res.DiskBytes <= 0 {
+				t.Fatalf("figures missing: %+v", res)
+			}
+			if res.Kept {
+				t.Fatalf("temporary directory kept: %+v", res)
+			}
+			if _, err := os.Stat(res.Dir); !os.IsNotExist(err) {
+				t.Fatalf("temporary directory %s not removed: %v", res.Dir, err)
+			}
+		})
+	}
+}
+
+// TestBrokerDuration: --duration publishes until it has passed, then the
+// groups drain what is left.
+func TestBrokerDuration(t *testing.T) {
+	res := brokerJSON(t, exitOK, "--duration", "300ms", "--streams", "2", "--consumers", "2", "--publishers", "2", "--size", "100")
+	if !res.Verified || res.Published == 0 || res.Consumed != res.Published || res.EndLagRecords != 0 {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+// TestBrokerResume: a second run on the same directory goes on with the
+// first one's streams, publisher counters and group positions.
+func TestBrokerResume(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "b")
+	first := brokerJSON(t, exitOK, "--dir", dir, "--streams", "3", "--publishers", "3", "--consumers", "3", "--records", "3000")
+	if !first.Verified || !first.Kept {
+		t.Fatalf("first run %+v", first)
+	}
+	res := brokerJSON(t, exitOK, "--dir", dir, "--resume", "--records", "1500")
+	if !res.Verified || !res.Resumed || res.Published != 1500 || res.Consumed != 1500 {
+		t.Fatalf("resumed run %+v", res)
+	}
+	for i, next := range res.ResumedNext {
+		if next != 1001 {
+			t.Errorf("stream %d resumed at next seq %d, want 1001", i, next)
+		}
+	}
+	for g, from := range res.ResumedFrom {
+		if from != 1001 {
+			t.Errorf("group %s resumed from %d, want 1001 (it acked everything and closed)", g, from)
+		}
+	}
+}
+
+// TestBrokerMisuse: bad flags and directories are usage errors naming the
+// problem, and nothing is written over.
+func TestBrokerMisuse(t *testing.T) {
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "data"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--mode", "fanout"}, exitUsage, "--mode must be streams or queue"},
+		{[]string{"--sync", "sometimes"}, exitUsage, "--sync must be"},
+		{[]string{"--size", "10"}, exitUsage, "--size must be between"},
+		{[]string{"--streams", "0"}, exitUsage, "--streams must be"},
+		{[]string{"--mode", "queue", "--streams", "4"}, exitUsage, "one stream"},
+		{[]string{"--records", "-1"}, exitUsage, "must not be negative"},
+		{[]string{"--resume"}, exitUsage, "--resume needs the --dir"},
+		{[]string{"--dir", full}, exitUsage, "not empty"},
+		{[]string{"--dir", other, "--resume"}, exitFailure, "no broker run to resume"},
+	} {
+		r := runInProcess(append([]string{"broker"}, tc.args...)...)
+		expect(t, r, tc.code, tc.want)
+	}
+	if b, err := os.ReadFile(filepath.Join(full, "data")); err != nil || string(b) != "x" {
+		t.Fatalf("broker wrote over a non-empty directory: %q %v", b, err)
+	}
+
+	dir := filepath.Join(t.TempDir(), "b")
+	expect(t, runInProcess("broker", "--dir", dir, "--records", "100", "--streams", "2", "--consumers", "2"), exitOK)
+	expect(t, runInProcess("broker", "--dir", dir, "--resume", "--streams", "5"), exitUsage, "--streams is set by the run being resumed")
+	if err := os.WriteFile(filepath.Join(dir, _brokerSpec), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, runInProcess("broker", "--dir", dir, "--resume"), exitFailure, _brokerSpec)
+}
