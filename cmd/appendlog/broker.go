@@ -398,7 +398,10 @@ func setupBroker(cmd *cobra.Command, f *brokerFlags) (_ *brokerRun, err error) {
 		var s *stream.Stream
 		if f.resume {
 			s, err = b.st.Stream(name)
-		} else {
+		}
+		if !f.resume || errors.Is(err, stream.ErrNotFound) {
+			// A run killed while it created its streams published nothing
+			// to those it had not created.
 			s, err = b.st.Create(name, sp.config())
 		}
 		if err != nil {
@@ -432,7 +435,13 @@ func writeSpec(dir string, sp brokerSpec) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, _brokerSpec), append(b, '\n'), 0o644)
+	// Renamed into place, so that a run killed here leaves it whole or
+	// absent.
+	path := filepath.Join(dir, _brokerSpec)
+	if err := os.WriteFile(path+".tmp", append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
 }
 
 func readSpec(dir string) (brokerSpec, error) {

@@ -122,3 +122,5 @@ func TestBrokerMisuse(t *testing.T) {
 	}
 	expect(t, runInProcess("broker", "--dir", dir, "--resume"), exitFailure, _brokerSpec)
 }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
