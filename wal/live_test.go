@@ -521,3 +521,55 @@ func TestSeekDistrustsIndex(t *testing.T) {
 		}
 	})
 }
+
+// mappedSegments counts the segments of l's table that are mapped or have
+// a file open.
+func mappedSegments(l *Log) int {
+	t := l.segs
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, s := range t.mu.segs {
+		if s.m != nil || s.f != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// TestReaderReleasesSealedSegments: a Reader that has read a sealed
+// segment lets its mapping go (mapped pages count in the process's RSS),
+// so reading a long log end to end keeps at most the segment being read
+// and the active one mapped; reading again maps a segment again.
+func TestReaderReleasesSealedSegments(t *testing.T) {
+	liveFS(t, func(t *testing.T, dir string, o Options) {
+		o.SegmentSize = 64 << 10
+		l := mustOpen(t, dir, &o)
+		defer l.Close()
+		for i := range 3000 {
+			if _, err := l.Append(testPayload(0, i, 200)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		noErr(t, l.Flush(context.Background()))
+		if l.Stats().SegmentsCreated < 8 {
+			t.Fatalf("only %d segments", l.Stats().SegmentsCreated)
+		}
+		for pass := range 2 {
+			r, err := l.NewReader(0, nil)
+			noErr(t, err)
+			n := 0
+			for r.Next() {
+				n++
+				if m := mappedSegments(l); m > 2 {
+					t.Fatalf("pass %d, record %d: %d segments mapped", pass, r.Seq(), m)
+				}
+			}
+			noErr(t, r.Err())
+			if n != 3000 {
+				t.Fatalf("pass %d read %d records", pass, n)
+			}
+			noErr(t, r.Close())
+		}
+	})
+}

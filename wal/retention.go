@@ -162,7 +162,9 @@ func (l *Log) deleteFront(drop func(s *liveSeg, total int64) bool) error {
 			}
 			_ = l.opts.fsys.Remove(filepath.Join(l.dir, s.name+idxSuffix)) // a hint, and maybe never written
 		}
-		t.release(s)
+		t.mu.Lock()
+		t.dropLocked(s)
+		t.mu.Unlock()
 	}
 	if serr := l.opts.fsys.SyncDir(l.dir); err == nil && serr != nil {
 		err = fmt.Errorf("wal: delete segments: sync directory %s: %w", l.dir, serr)

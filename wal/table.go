@@ -64,15 +64,16 @@ type liveSeg struct {
 	size     int64
 	sealedAt time.Time
 
-	// refs counts the table's reference and the Readers'. Protected by the
-	// table's mu.
-	refs int
+	// refs counts the table's reference and the Readers'; dropped is set
+	// once the table let go of its own. Protected by the table's mu.
+	refs    int
+	dropped bool
 	// f is a read-only handle, opened by the first Reader (or, for a
 	// segment created by rotation, by the flusher). m maps the file (nil
 	// where mapping is unavailable: Readers then use f.ReadAt). Both are
-	// set while the table's mu is held and refs > 0, and not changed
-	// until refs drops to 0: a Reader holding a reference reads them
-	// without the lock.
+	// set while the table's mu is held, and not changed while a Reader
+	// holds a reference: it reads them without the lock. The last Reader
+	// to let go closes both (release).
 	f     vfs.File
 	m     []byte
 	unmap func() error
@@ -138,6 +139,11 @@ func (t *segTable) rotated(end uint64, size int64, at time.Time, next *liveSeg) 
 		old.sealedAt = at
 	}
 	old.end.Store(end)
+	if old.refs == 1 && !old.dropped {
+		// Sealed (and renamed) with no Reader on it: a log must not hold
+		// a handle per segment.
+		t.unmapLocked(old)
+	}
 	t.mu.segs = append(t.mu.segs, next)
 }
 
@@ -213,19 +219,37 @@ func (t *segTable) mapSeg(s *liveSeg) error {
 	return nil
 }
 
-// release drops one reference to s; the last closes its file and mapping.
+// release drops a Reader's reference to s. When no Reader is left on a
+// sealed segment, its mapping and file are closed, even though the table
+// still lists it: pages a Reader touched count in the process's resident
+// memory for as long as they are mapped, so a log read from end to end
+// must not keep every segment mapped. The next acquire maps it again, by
+// its name. The active segment stays open: until the sealer renames it,
+// the handle the flusher opened is the only way to it, and Readers
+// waiting at the tail keep coming back to it.
 func (t *segTable) release(s *liveSeg) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.releaseLocked(s)
+	s.refs--
+	if s.refs == 0 || s.refs == 1 && !s.dropped && s.end.Load() != 0 {
+		t.unmapLocked(s)
+	}
 }
 
-// releaseLocked is release with t.mu held.
-func (t *segTable) releaseLocked(s *liveSeg) {
+// dropLocked drops the table's reference to s (it was deleted, or the
+// table closed); the last reference closes its file and mapping.
+// REQUIRES: t.mu is held.
+func (t *segTable) dropLocked(s *liveSeg) {
+	s.dropped = true
 	s.refs--
-	if s.refs > 0 {
-		return
+	if s.refs == 0 {
+		t.unmapLocked(s)
 	}
+}
+
+// unmapLocked closes s's mapping and file. REQUIRES: t.mu is held, and
+// no Reader holds a reference to s.
+func (t *segTable) unmapLocked(s *liveSeg) {
 	if s.unmap != nil {
 		_ = s.unmap() // a mapping of our own making: it cannot fail but for a bug
 		s.m, s.unmap = nil, nil
@@ -256,7 +280,7 @@ func (t *segTable) refresh() error {
 	i := 0
 	for _, s := range segs {
 		for i < len(old) && old[i].firstSeq < s.firstSeq {
-			t.releaseLocked(old[i])
+			t.dropLocked(old[i])
 			i++
 		}
 		if i < len(old) && old[i].firstSeq == s.firstSeq {
@@ -267,7 +291,7 @@ func (t *segTable) refresh() error {
 		next = append(next, &liveSeg{firstSeq: s.firstSeq, name: s.name, refs: 1})
 	}
 	for ; i < len(old); i++ {
-		t.releaseLocked(old[i])
+		t.dropLocked(old[i])
 	}
 	for k := 0; k+1 < len(next); k++ {
 		if next[k].end.Load() == 0 {
@@ -299,7 +323,7 @@ func (t *segTable) close() {
 	}
 	t.mu.closed = true
 	for _, s := range t.mu.segs {
-		t.releaseLocked(s)
+		t.dropLocked(s)
 	}
 	t.mu.segs = nil
 }
