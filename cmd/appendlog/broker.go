@@ -15,10 +15,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/appendlog/appendlog/internal/hist"
 	"github.com/appendlog/appendlog/internal/payload"
 	"github.com/appendlog/appendlog/internal/sys"
 	"github.com/appendlog/appendlog/stream"
@@ -319,8 +319,9 @@ type brokerRun struct {
 	lifeStart int64 // Unix ns: messages stamped earlier are the previous run's
 
 	mu       sync.Mutex
-	problems []string // Protected by mu.
-	nprob    int      // Protected by mu.
+	problems []string                // Protected by mu.
+	nprob    int                     // Protected by mu.
+	latency  *hdrhistogram.Histogram // Protected by mu; the members' end-to-end latencies, merged as they stop.
 }
 
 // lane is one publisher's sequence of records to one stream.
@@ -343,7 +344,7 @@ type lane struct {
 // setupBroker validates the flags, makes or finds the directory, and opens
 // the store and its streams.
 func setupBroker(cmd *cobra.Command, f *brokerFlags) (_ *brokerRun, err error) {
-	b := &brokerRun{f: f, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr()}
+	b := &brokerRun{f: f, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), latency: newLatencyHist()}
 	dir := f.dir
 	if f.resume {
 		if dir == "" {
@@ -819,16 +820,12 @@ func (b *brokerRun) startBackground(bg *sync.WaitGroup, stop <-chan struct{}) {
 func (b *brokerRun) finish(pubTime, consTime, elapsed time.Duration) {
 	r := &b.res
 	r.Published = b.publishedTo(-1)
-	var h hist.Histogram
 	for _, gr := range b.groups {
 		r.Consumed += gr.consumed.Load()
 		r.Duplicates += gr.dups.Load()
 		if lost := gr.expect.Load() - gr.consumed.Load(); lost > 0 {
 			r.Lost += lost
 		}
-		gr.mu.Lock()
-		h.Merge(&gr.mu.hist)
-		gr.mu.Unlock()
 		for li, bs := range gr.seen {
 			if bs != nil && bs.max.Load() > b.lanes[li].next {
 				b.problem("group %s of stream %s: lane %d counter %d delivered, but only %d were published",
@@ -845,9 +842,12 @@ func (b *brokerRun) finish(pubTime, consTime, elapsed time.Duration) {
 	if consTime > 0 {
 		r.ConsumePerSec = float64(r.Consumed) / consTime.Seconds()
 	}
-	us := func(q float64) float64 { return float64(h.Quantile(q)) / 1e3 }
-	if h.Count() > 0 {
-		r.E2EP50us, r.E2EP99us, r.E2EP999us = us(0.50), us(0.99), us(0.999)
+	b.mu.Lock()
+	h := b.latency
+	b.mu.Unlock()
+	us := func(q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1e3 }
+	if h.TotalCount() > 0 {
+		r.E2EP50us, r.E2EP99us, r.E2EP999us = us(50), us(99), us(99.9)
 	}
 	r.PeakRSSBytes, _ = sys.MaxRSS()
 	b.mu.Lock()
@@ -939,11 +939,6 @@ type groupRun struct {
 	// last is the counter after the last one delivered per lane, for the
 	// order check of a one-member group (0: none yet).
 	last []uint64
-
-	mu struct {
-		sync.Mutex
-		hist hist.Histogram
-	}
 }
 
 func newGroupRun(b *brokerRun, gs groupSpec, g *stream.Group) *groupRun {
@@ -980,11 +975,11 @@ func (gr *groupRun) consume(ctx context.Context) error {
 	name := b.streams[gr.spec.stream].Name() + "/" + gr.spec.name
 	order := b.spec.Mode == "streams"
 	buf := make([]byte, 0, b.spec.Size)
-	var h hist.Histogram
+	h := newLatencyHist()
 	defer func() {
-		gr.mu.Lock()
-		gr.mu.hist.Merge(&h)
-		gr.mu.Unlock()
+		b.mu.Lock()
+		b.latency.Merge(h)
+		b.mu.Unlock()
 	}()
 	for {
 		m, err := gr.g.Next(ctx, buf)
@@ -1016,7 +1011,7 @@ func (gr *groupRun) consume(ctx context.Context) error {
 				gr.last[w] = c + 1
 			}
 			if ts := int64(binary.LittleEndian.Uint64(m.Data)); ts >= b.lifeStart {
-				h.Record(time.Duration(now - ts))
+				_ = h.RecordValue(min(now-ts, _maxLatency)) // clamped: never an error
 			}
 		}
 		if err := gr.g.Ack(m.Seq); err != nil {
@@ -1024,6 +1019,16 @@ func (gr *groupRun) consume(ctx context.Context) error {
 		}
 		gr.checkDone()
 	}
+}
+
+// _maxLatency is the largest end-to-end latency told apart (ns); longer
+// ones count as this.
+const _maxLatency = int64(time.Minute)
+
+// newLatencyHist returns a histogram of nanosecond latencies from 1 µs to
+// a minute, to 2 significant digits (1%): about 20 KiB, one per member.
+func newLatencyHist() *hdrhistogram.Histogram {
+	return hdrhistogram.New(int64(time.Microsecond), _maxLatency, 2)
 }
 
 // bitset is a set of counters, safe for concurrent use, that grows in
