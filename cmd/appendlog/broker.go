@@ -56,6 +56,7 @@ type brokerFlags struct {
 	bufferSize   int
 	maxBytes     int64
 	drainTimeout time.Duration
+	backlog      bool
 }
 
 // brokerSpec is the shape of a run's workload, kept in broker.json beside
@@ -158,7 +159,9 @@ durable position advances.
 
 The publish time runs from the start to the last publish returning (and,
 for batch and always, its confirm); the consume time to the last record
-acked. With --json a JSON object is the last line of stdout.`,
+acked. With --backlog the consumers start only when publishing has ended,
+and the consume time runs from then: the rate at which groups drain a
+backlog. With --json a JSON object is the last line of stdout.`,
 		Example: `  appendlog broker
   appendlog broker --mode queue --consumers 20 --records 2000000
   appendlog broker --streams 1000 --duration 30s --sync batch --json`,
@@ -184,6 +187,7 @@ acked. With --json a JSON object is the last line of stdout.`,
 	sizeVar(fl, &f.segmentSize, "segment-size", 0, "segment file size of each stream (0: the stream default)")
 	sizeVar(fl, &f.bufferSize, "buffer-size", 0, "write buffer of each open stream (0: the store default)")
 	sizeVar(fl, &f.maxBytes, "max-bytes", 0, "retention: keep each stream under this many bytes of segments, deleting only what every group acked (0: keep all)")
+	fl.BoolVar(&f.backlog, "backlog", false, "start the consumers only once publishing ends, and time how fast they drain the backlog")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "give up a drain that makes no progress for this long")
 	return cmd
 }
@@ -573,18 +577,23 @@ func (b *brokerRun) run(ctx context.Context) error {
 	stopBg := make(chan struct{})
 	b.startBackground(&bg, stopBg)
 
-	// Consumers.
+	// Consumers: from the start, or with --backlog once publishing ends.
 	var cons sync.WaitGroup
-	for _, gr := range b.groups {
-		for range gr.spec.members {
-			cons.Add(1)
-			go func() {
-				defer cons.Done()
-				if err := gr.consume(runCtx); err != nil {
-					cancel(err)
-				}
-			}()
+	startConsumers := func() {
+		for _, gr := range b.groups {
+			for range gr.spec.members {
+				cons.Add(1)
+				go func() {
+					defer cons.Done()
+					if err := gr.consume(runCtx); err != nil {
+						cancel(err)
+					}
+				}()
+			}
 		}
+	}
+	if !b.f.backlog {
+		startConsumers()
 	}
 	// Publishers.
 	// Publishers poll stopPub rather than ctx (ctx.Err takes a lock).
@@ -621,6 +630,11 @@ func (b *brokerRun) run(ctx context.Context) error {
 		}
 	}
 	pubTime := time.Since(start)
+	consStart := start
+	if b.f.backlog {
+		consStart = time.Now()
+		startConsumers()
+	}
 
 	// Drain: each group is done when it has acked every record from
 	// where it started to the end of its stream.
@@ -639,7 +653,7 @@ func (b *brokerRun) run(ctx context.Context) error {
 	cons.Wait()
 	consTime := time.Duration(0)
 	for _, gr := range b.groups {
-		consTime = max(consTime, time.Duration(gr.doneAt.Load()-start.UnixNano()))
+		consTime = max(consTime, time.Duration(gr.doneAt.Load()-consStart.UnixNano()))
 	}
 	for _, gr := range b.groups {
 		b.res.Redelivered += int64(gr.g.Stats().Redelivered)

@@ -32,6 +32,7 @@ func TestBrokerModes(t *testing.T) {
 		{"streams", []string{"--streams", "4", "--publishers", "3", "--consumers", "8"}, 2 * 6000},
 		{"streams-more-publishers", []string{"--streams", "2", "--publishers", "5", "--consumers", "2", "--sync", "always"}, 6000},
 		{"queue", []string{"--mode", "queue", "--publishers", "4", "--consumers", "6", "--sync", "never"}, 6000},
+		{"backlog", []string{"--streams", "3", "--publishers", "3", "--consumers", "3", "--backlog"}, 6000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := brokerJSON(t, exitOK, append(tc.args, "--records", "6000", "--size", "64")...)
