@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/bits"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -25,6 +26,10 @@ const (
 	// yet acked above its committed position: the span of the ack window
 	// of its wal.Cursor.
 	MaxAckPending = 8192
+	// DefaultMaxAckPending is the default GroupOptions.MaxAckPending. A
+	// group keeps 32 bytes of state per record of its window, so a store
+	// of many groups wants the window no wider than its consumers need.
+	DefaultMaxAckPending = 1024
 )
 
 // GroupOptions configures a Group. A nil *GroupOptions, or a zero field,
@@ -47,8 +52,8 @@ type GroupOptions struct {
 	// MaxAckPending bounds how far delivery may run ahead of the committed
 	// position (the lowest unacked record): when the records from it to
 	// the next fresh one number MaxAckPending, Next delivers only
-	// redeliveries until acks move it. At most (and by default)
-	// MaxAckPending.
+	// redeliveries until acks move it. At most MaxAckPending; default
+	// DefaultMaxAckPending.
 	MaxAckPending int
 	// StartAt is the first record a new group delivers; 0 means the
 	// stream's first record. It is ignored when the group exists.
@@ -194,7 +199,7 @@ func (s *Stream) openGroup(l *wal.Log, name string, given *GroupOptions) (*Group
 		o.CheckpointEvery = DefaultCheckpointEvery
 	}
 	if o.MaxAckPending == 0 {
-		o.MaxAckPending = MaxAckPending
+		o.MaxAckPending = DefaultMaxAckPending
 	}
 	switch {
 	case o.AckWait < 0 || o.CheckpointEvery < 0:
@@ -233,14 +238,17 @@ func (s *Stream) openGroup(l *wal.Log, name string, given *GroupOptions) (*Group
 			return nil, err
 		}
 	}
+	// The slots of the window: a power of two at least MaxAckPending, so
+	// that the records delivered and unacked never share one.
+	window := uint64(1) << bits.Len(uint(o.MaxAckPending-1))
 	g := &Group{
 		s:     s,
 		l:     l,
 		name:  name,
 		opts:  o,
 		c:     c,
-		mask:  MaxAckPending - 1,
-		slots: make([]slot, MaxAckPending),
+		mask:  window - 1,
+		slots: make([]slot, window),
 		epoch: time.Now(),
 		wake:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
