@@ -430,3 +430,58 @@ func randSuffix() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// StreamInfo describes a stream of a store on disk.
+type StreamInfo struct {
+	Name   string
+	Config Config
+	// LogDir is the directory of the stream's wal.Log; its cursors are
+	// the positions of the stream's groups.
+	LogDir string
+}
+
+// Describe reads the metadata of the store in dir, sorted by name, without
+// opening the store or taking its lock: for tools that inspect a store
+// another process may be using, as `appendlog stat` does. It changes
+// nothing. What a crash left of a Create or Delete is skipped, as Open
+// would remove it. ErrNotStore if dir holds no store; a damaged metadata
+// file is a *MetaError naming it.
+func Describe(dir string) ([]StreamInfo, error) {
+	fsys := vfs.OS()
+	marker := filepath.Join(dir, _storeFile)
+	var m storeMarker
+	if err := readJSON(fsys, marker, &m); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s has no %s file", ErrNotStore, dir, _storeFile)
+		}
+		return nil, err
+	}
+	if m.Format != _storeFormat || m.Version != _storeVer {
+		return nil, &MetaError{Path: marker, Problem: fmt.Sprintf("format %q version %d, this build reads %q version %d", m.Format, m.Version, _storeFormat, _storeVer)}
+	}
+	sdir := filepath.Join(dir, _streamsDir)
+	names, err := fsys.List(sdir)
+	if err != nil {
+		return nil, fmt.Errorf("stream: describe %s: %w", dir, err)
+	}
+	var out []StreamInfo
+	for _, n := range names {
+		if strings.HasPrefix(n, _newPrefix) || strings.HasPrefix(n, _delPrefix) {
+			continue
+		}
+		if err := checkName("stream", n); err != nil {
+			return nil, fmt.Errorf("stream: describe %s: unexpected entry %s: %w", dir, filepath.Join(sdir, n), err)
+		}
+		path := filepath.Join(sdir, n, _streamFile)
+		var cf configFile
+		if err := readJSON(fsys, path, &cf); err != nil {
+			return nil, err
+		}
+		cfg, problem := cf.config()
+		if problem != "" {
+			return nil, &MetaError{Path: path, Problem: problem}
+		}
+		out = append(out, StreamInfo{Name: n, Config: cfg, LogDir: filepath.Join(sdir, n, _logDir)})
+	}
+	return out, nil
+}

@@ -69,6 +69,14 @@ func TestBrokerResume(t *testing.T) {
 	if !first.Verified || !first.Kept {
 		t.Fatalf("first run %+v", first)
 	}
+	st := cli(t, "stat", filepath.Join(dir, "store"))
+	expect(t, st, exitOK, "store ", "3 streams", "stream s00002: sync batch", "cursor g000: committed 1001, lag 0 records")
+	var sj storeStat
+	r := cli(t, "stat", "--json", filepath.Join(dir, "store"))
+	expect(t, r, exitOK)
+	if err := jsonUnmarshal(r.stdout, &sj); err != nil || len(sj.Streams) != 3 || sj.Streams[0].Log.Records != 1000 {
+		t.Fatalf("stat --json of the store: %v\n%s", err, r.stdout)
+	}
 	res := brokerJSON(t, exitOK, "--dir", dir, "--resume", "--records", "1500")
 	if !res.Verified || !res.Resumed || res.Published != 1500 || res.Consumed != 1500 {
 		t.Fatalf("resumed run %+v", res)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/stream"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -33,7 +35,11 @@ the writer updates it one sync behind, so more may be durable.
 
 stat reads without locking and never changes the log, so it works while
 another process writes it (a record being written may then show as a torn
-tail). With --json it prints one JSON object. Exit status 1 means DIR is
+tail). With --json it prints one JSON object.
+
+DIR may also be a stream store (package stream, as "appendlog broker"
+leaves it): stat then describes each stream, its configuration and its
+log, whose cursors are the positions of the stream's consumer groups. Exit status 1 means DIR is
 missing or not an appendlog log, the log is damaged (the message names the
 segment and byte offset), or a cursor file is damaged (the message names
 the file and the problem).`,
@@ -99,9 +105,33 @@ func runStat(stdout io.Writer, dir string, asJSON bool) error {
 	if err := checkDir(dir); err != nil {
 		return err
 	}
+	if _, err := os.Stat(filepath.Join(dir, "STORE")); err == nil {
+		return runStoreStat(stdout, dir, asJSON)
+	}
+	s, bad, err := statLog(dir)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(&s); err != nil {
+			return err
+		}
+	} else {
+		printStat(stdout, &s)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%s: %s", dir, strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// statLog describes the log in dir; bad lists its damaged cursor files.
+func statLog(dir string) (statReport, []string, error) {
 	rep, err := wal.Verify(dir, nil)
 	if err != nil {
-		return describeVerifyError(dir, err)
+		return statReport{}, nil, describeVerifyError(dir, err)
 	}
 	s := statReport{Dir: dir, FirstSeq: rep.FirstSeq, NextSeq: rep.NextSeq, Records: rep.Records,
 		Warnings: rep.Warnings, Segments: []statSegment{}, Gaps: []statGap{}, Cursors: []statCursor{}}
@@ -112,7 +142,7 @@ func runStat(stdout io.Writer, dir string, asJSON bool) error {
 	s.DurableSeq = s.FirstSeq - 1
 	names, err := filepath.Glob(filepath.Join(dir, "*.seg"))
 	if err != nil {
-		return err
+		return s, nil, err
 	}
 	for i, path := range names {
 		name := filepath.Base(path)
@@ -147,7 +177,7 @@ func runStat(stdout io.Writer, dir string, asJSON bool) error {
 	}
 	infos, err := wal.ReadCursors(dir, nil)
 	if err != nil {
-		return describeVerifyError(dir, err)
+		return s, nil, describeVerifyError(dir, err)
 	}
 	var bad []string
 	for _, ci := range infos {
@@ -158,14 +188,71 @@ func runStat(stdout io.Writer, dir string, asJSON bool) error {
 		}
 		s.Cursors = append(s.Cursors, sc)
 	}
+	return s, bad, nil
+}
+
+// storeStat is stat's report on a stream store.
+type storeStat struct {
+	Dir     string       `json:"dir"`
+	Streams []streamStat `json:"streams"`
+}
+
+type streamStat struct {
+	Name        string     `json:"name"`
+	SegmentSize int64      `json:"segment_size,omitempty"`
+	Sync        string     `json:"sync"`
+	MaxBytes    int64      `json:"retention_max_bytes,omitempty"`
+	MaxAge      string     `json:"retention_max_age,omitempty"`
+	UntilAcked  bool       `json:"retention_until_acked,omitempty"`
+	Log         statReport `json:"log"`
+}
+
+// runStoreStat describes every stream of the store in dir: its
+// configuration and its log, whose cursors are its groups' positions.
+func runStoreStat(stdout io.Writer, dir string, asJSON bool) error {
+	infos, err := stream.Describe(dir)
+	if err != nil {
+		return err
+	}
+	out := storeStat{Dir: dir, Streams: []streamStat{}}
+	var bad []string
+	for _, in := range infos {
+		ls, b, err := statLog(in.LogDir)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", in.Name, err)
+		}
+		for _, e := range b {
+			bad = append(bad, fmt.Sprintf("stream %s: %s", in.Name, e))
+		}
+		c := in.Config
+		ss := streamStat{Name: in.Name, SegmentSize: c.SegmentSize, Sync: c.Sync.String(), MaxBytes: c.Retention.MaxBytes, UntilAcked: c.Retention.UntilAcked, Log: ls}
+		if c.Sync == 0 {
+			ss.Sync = wal.SyncBatch.String()
+		}
+		if c.Retention.MaxAge > 0 {
+			ss.MaxAge = c.Retention.MaxAge.String()
+		}
+		out.Streams = append(out.Streams, ss)
+	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(&s); err != nil {
+		if err := enc.Encode(&out); err != nil {
 			return err
 		}
 	} else {
-		printStat(stdout, &s)
+		fmt.Fprintf(stdout, "store %s: %d %s\n", dir, len(out.Streams), plural(uint64(len(out.Streams)), "stream", "streams"))
+		for _, ss := range out.Streams {
+			ret := "keep all"
+			if ss.MaxBytes > 0 || ss.MaxAge != "" {
+				ret = fmt.Sprintf("max bytes %d, max age %s", ss.MaxBytes, cmp.Or(ss.MaxAge, "none"))
+			}
+			if ss.UntilAcked {
+				ret += ", until every group acked"
+			}
+			fmt.Fprintf(stdout, "\nstream %s: sync %s, retention %s; groups are the cursors below\n", ss.Name, ss.Sync, ret)
+			printStat(stdout, &ss.Log)
+		}
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%s: %s", dir, strings.Join(bad, "; "))
