@@ -841,9 +841,9 @@ func (b *brokerRun) finish(pubTime, consTime, elapsed time.Duration) {
 			r.Lost += lost
 		}
 		for li, bs := range gr.seen {
-			if bs != nil && bs.max.Load() > b.lanes[li].next {
+			if bs != nil && bs.end() > b.lanes[li].next {
 				b.problem("group %s of stream %s: lane %d counter %d delivered, but only %d were published",
-					gr.spec.name, b.streams[gr.spec.stream].Name(), li, bs.max.Load()-1, b.lanes[li].next)
+					gr.spec.name, b.streams[gr.spec.stream].Name(), li, bs.end()-1, b.lanes[li].next)
 			}
 		}
 	}
@@ -1045,31 +1045,38 @@ func newLatencyHist() *hdrhistogram.Histogram {
 	return hdrhistogram.New(int64(time.Microsecond), _maxLatency, 2)
 }
 
-// bitset is a set of counters, safe for concurrent use, that grows in
-// chunks as counters are set.
+// bitset is a set of counters, safe for concurrent use: chunks of 2^16
+// counters (8 KiB) made as counters in them are set.
 type bitset struct {
-	chunks [_chunks]atomic.Pointer[[_chunkWords]atomic.Uint64]
-	max    atomic.Uint64 // one past the largest counter set
+	mu     sync.Mutex
+	chunks map[uint64]*[_chunkWords]uint64 // Protected by mu.
+	max    uint64                          // Protected by mu; one past the largest counter set.
 }
 
-const (
-	_chunkWords = 1 << 14 // 2^20 counters a chunk
-	_chunks     = 1 << 10 // 2^30 counters in all
-)
+const _chunkWords = 1 << 10
 
 // set adds c and reports whether it was already there.
 func (s *bitset) set(c uint64) bool {
-	ci := c >> 20
-	if ci >= _chunks {
-		return false // beyond what a run can publish; not tracked
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.chunks == nil {
+		s.chunks = make(map[uint64]*[_chunkWords]uint64)
 	}
-	ch := s.chunks[ci].Load()
+	ch := s.chunks[c>>16]
 	if ch == nil {
-		s.chunks[ci].CompareAndSwap(nil, new([_chunkWords]atomic.Uint64))
-		ch = s.chunks[ci].Load()
+		ch = new([_chunkWords]uint64)
+		s.chunks[c>>16] = ch
 	}
-	for m := s.max.Load(); c+1 > m && !s.max.CompareAndSwap(m, c+1); m = s.max.Load() {
-	}
-	bit := uint64(1) << (c & 63)
-	return ch[(c>>6)&(_chunkWords-1)].Or(bit)&bit != 0
+	s.max = max(s.max, c+1)
+	w, bit := &ch[(c>>6)&(_chunkWords-1)], uint64(1)<<(c&63)
+	had := *w&bit != 0
+	*w |= bit
+	return had
+}
+
+// end returns one past the largest counter set.
+func (s *bitset) end() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max
 }
