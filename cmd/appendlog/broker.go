@@ -782,16 +782,7 @@ func (b *brokerRun) startBackground(bg *sync.WaitGroup, stop <-chan struct{}) {
 		if b.f.duration > 0 {
 			total = -1
 		}
-		bar = progressbar.NewOptions64(total,
-			progressbar.OptionSetWriter(b.stderr),
-			progressbar.OptionSetDescription("broker"),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("msg"),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionThrottle(_progressTick),
-			progressbar.OptionClearOnFinish(),
-		)
+		bar = newProgressBar(b.stderr, total, "broker", "msg")
 	}
 	bg.Add(1)
 	go func() {
@@ -947,7 +938,6 @@ type groupRun struct {
 	dups     atomic.Int64
 	expect   atomic.Int64 // records to ack; set when publishing ends
 	doneAt   atomic.Int64 // Unix ns of the last ack, once done
-	ended    atomic.Bool  // expect is set
 
 	seen []*bitset // per lane; nil for lanes of other streams
 	// last is the counter after the last one delivered per lane, for the

@@ -7,8 +7,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -28,15 +26,7 @@ func TestBrokerKill(t *testing.T) {
 	if testing.Short() {
 		trials = 5
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("APPENDLOG_KILL_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Logf("seed %d (set APPENDLOG_KILL_SEED to repeat)", seed)
-	rng := rand.New(rand.NewPCG(seed, 0x62726f6b))
+	rng := killRNG(t, 0x62726f6b)
 	modes := [][]string{
 		{"--mode", "streams", "--streams", "3", "--publishers", "4", "--consumers", "6", "--sync", "batch"},
 		{"--mode", "queue", "--publishers", "3", "--consumers", "4", "--sync", "always"},

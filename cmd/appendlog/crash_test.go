@@ -31,15 +31,7 @@ func TestKill(t *testing.T) {
 	if testing.Short() {
 		trials = 5
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("APPENDLOG_KILL_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Logf("seed %d (set APPENDLOG_KILL_SEED to repeat)", seed)
-	rng := rand.New(rand.NewPCG(seed, 0x6b696c6c))
+	rng := killRNG(t, 0x6b696c6c)
 	for i := range trials {
 		var k killAt
 		if rng.IntN(2) == 0 {
@@ -49,6 +41,20 @@ func TestKill(t *testing.T) {
 		}
 		t.Run(fmt.Sprintf("trial=%d/%v", i, k), func(t *testing.T) { killTrial(t, k) })
 	}
+}
+
+// killRNG returns the random source of a kill test: seeded from the clock,
+// or from APPENDLOG_KILL_SEED to repeat a run, with the seed logged.
+func killRNG(t *testing.T, stream uint64) *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("APPENDLOG_KILL_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("seed %d (set APPENDLOG_KILL_SEED to repeat)", seed)
+	return rand.New(rand.NewPCG(seed, stream))
 }
 
 // killAt says when to kill: after a delay, or after a number of ack lines.

@@ -315,16 +315,7 @@ func (r *loadRun) startProgress(d *driver) (stop func()) {
 	}
 	var bar *progressbar.ProgressBar
 	if isTerminal(r.stderr) {
-		bar = progressbar.NewOptions64(r.f.records,
-			progressbar.OptionSetWriter(r.stderr),
-			progressbar.OptionSetDescription("load"),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("rec"),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionThrottle(_progressTick),
-			progressbar.OptionClearOnFinish(),
-		)
+		bar = newProgressBar(r.stderr, r.f.records, "load", "rec")
 		bg.Add(1)
 		go func() {
 			defer bg.Done()
@@ -639,6 +630,21 @@ func describeRecovery(r wal.Recovery) string {
 		s += fmt.Sprintf("; removed %s, a segment left incomplete by a crash while it was created", r.RemovedSegment)
 	}
 	return s
+}
+
+// newProgressBar returns the progress bar of a command on a terminal w:
+// total items (-1: unknown) named unit.
+func newProgressBar(w io.Writer, total int64, desc, unit string) *progressbar.ProgressBar {
+	return progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(desc),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString(unit),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(_progressTick),
+		progressbar.OptionClearOnFinish(),
+	)
 }
 
 // isTerminal reports whether w is a terminal.
