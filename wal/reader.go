@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/appendlog/appendlog/frame"
@@ -220,11 +221,38 @@ func (r *Reader) Next() bool {
 	return false
 }
 
+// relist lists the directory again after the listing the Reader opened
+// with skipped from seq r.expect to r.segs[r.i]: a directory listing is not
+// a snapshot (ext4 returns entries in hash order, and one created while
+// the listing runs may be left out), so a segment a writer created during
+// OpenReader's listing can be missing from it while a later one is there.
+// The segments found in between are spliced in; a gap that a fresh listing
+// shows too is real.
+func (r *Reader) relist() {
+	segs, _, _, err := listSegments(r.fsys, r.dir)
+	if err != nil {
+		return // the gap is reported; the listing error would only hide it
+	}
+	next := r.segs[r.i].firstSeq
+	var missed []segInfo
+	for _, s := range segs {
+		if s.firstSeq >= r.expect && s.firstSeq < next {
+			missed = append(missed, s)
+		}
+	}
+	if len(missed) > 0 {
+		r.segs = slices.Insert(slices.Clip(r.segs), r.i, missed...)
+	}
+}
+
 func (r *Reader) corrupt(off int64, err error) error {
 	return &CorruptionError{Dir: r.dir, Segment: r.cur.name, Offset: off, Err: err}
 }
 
 func (r *Reader) openSegment() error {
+	if r.segs[r.i].firstSeq != r.expect {
+		r.relist()
+	}
 	s := r.segs[r.i]
 	r.cur = s
 	last := r.i == len(r.segs)-1

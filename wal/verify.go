@@ -40,7 +40,7 @@ func Verify(dir string, opts *Options) (*VerifyReport, error) {
 		return nil, err
 	}
 	defer r.Close()
-	rep := &VerifyReport{Segments: len(r.segs)}
+	rep := &VerifyReport{}
 	for _, n := range r.foreign {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("foreign file %s ignored", n))
 	}
@@ -49,6 +49,7 @@ func Verify(dir string, opts *Options) (*VerifyReport, error) {
 	}
 	r.readThroughGaps()
 	rep.Records, rep.Bytes, rep.NextSeq = r.records, r.bytes, r.expect
+	rep.Segments = len(r.segs) // a missed segment may have been relisted
 	rep.Gaps = r.gaps
 	rep.Torn = r.Torn()
 	if rep.Torn != nil && rep.Torn.Bytes == 0 {

@@ -140,16 +140,26 @@ func statLog(dir string) (statReport, []string, error) {
 	}
 	s.LastSeq = s.NextSeq - 1
 	s.DurableSeq = s.FirstSeq - 1
-	names, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+	paths, err := filepath.Glob(filepath.Join(dir, "*.seg"))
 	if err != nil {
 		return s, nil, err
 	}
-	for i, path := range names {
-		name := filepath.Base(path)
-		first, err := strconv.ParseUint(strings.TrimSuffix(name, ".seg"), 10, 64)
+	// A writer may have gone on since Verify read the log: describe the
+	// segments Verify read, not ones created after it.
+	var names []string
+	var firsts []uint64
+	for _, path := range paths {
+		first, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(path), ".seg"), 10, 64)
 		if err != nil {
 			continue // not a segment name (wal ignores it too)
 		}
+		if first > s.NextSeq {
+			break
+		}
+		names, firsts = append(names, path), append(firsts, first)
+	}
+	for i, path := range names {
+		name, first := filepath.Base(path), firsts[i]
 		seg := statSegment{Name: name, FirstSeq: first, LastSeq: s.NextSeq - 1, Sealed: i < len(names)-1}
 		if st, err := os.Stat(path); err == nil {
 			seg.Bytes = st.Size()
