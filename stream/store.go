@@ -176,45 +176,30 @@ func (st *Store) load(marker string, exists bool) error {
 				return fmt.Errorf("stream: create %s: sync %s: %w", st.dir, parent, err)
 			}
 		}
-	} else {
-		var m storeMarker
-		if err := readJSON(fsys, marker, &m); err != nil {
-			return err
-		}
-		if m.Format != _storeFormat || m.Version != _storeVer {
-			return &MetaError{Path: marker, Problem: fmt.Sprintf("format %q version %d, this build reads %q version %d", m.Format, m.Version, _storeFormat, _storeVer)}
-		}
+	} else if err := readMarker(fsys, marker); err != nil {
+		return err
 	}
-	names, err := fsys.List(sdir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("stream: open %s: its %s directory is missing", st.dir, _streamsDir)
-	}
+	names, unfinished, err := listStreams(fsys, st.dir, "open")
 	if err != nil {
-		return fmt.Errorf("stream: open %s: %w", st.dir, err)
+		return err
+	}
+	for _, n := range unfinished {
+		// A Create or Delete that did not finish: the stream was never
+		// there, or is gone.
+		p := filepath.Join(sdir, n)
+		if err := removeAll(fsys, p); err != nil {
+			return fmt.Errorf("stream: open %s: remove %s: %w", st.dir, p, err)
+		}
 	}
 	st.mu.streams = make(map[string]*Stream, len(names))
-	cleaned := false
 	for _, n := range names {
-		p := filepath.Join(sdir, n)
-		if strings.HasPrefix(n, _newPrefix) || strings.HasPrefix(n, _delPrefix) {
-			// A Create or Delete that did not finish: the stream was never
-			// there, or is gone.
-			if err := removeAll(fsys, p); err != nil {
-				return fmt.Errorf("stream: open %s: remove %s: %w", st.dir, p, err)
-			}
-			cleaned = true
-			continue
-		}
-		if err := checkName("stream", n); err != nil {
-			return fmt.Errorf("stream: open %s: unexpected entry %s: %w", st.dir, p, err)
-		}
 		s, err := st.loadStream(n)
 		if err != nil {
 			return err
 		}
 		st.mu.streams[n] = s
 	}
-	if cleaned {
+	if len(unfinished) > 0 {
 		if err := fsys.SyncDir(sdir); err != nil {
 			return fmt.Errorf("stream: open %s: sync %s: %w", st.dir, sdir, err)
 		}
@@ -222,23 +207,70 @@ func (st *Store) load(marker string, exists bool) error {
 	return nil
 }
 
-// loadStream reads the metadata of the existing stream name.
-func (st *Store) loadStream(name string) (*Stream, error) {
-	dir := filepath.Join(st.dir, _streamsDir, name)
+// readMarker checks the store marker file at path.
+func readMarker(fsys vfs.FS, path string) error {
+	var m storeMarker
+	if err := readJSON(fsys, path, &m); err != nil {
+		return err
+	}
+	if m.Format != _storeFormat || m.Version != _storeVer {
+		return &MetaError{Path: path, Problem: fmt.Sprintf("format %q version %d, this build reads %q version %d", m.Format, m.Version, _storeFormat, _storeVer)}
+	}
+	return nil
+}
+
+// listStreams lists the streams directory of the store in dir: the streams'
+// names, sorted, and the entries a Create or Delete that did not finish
+// left. Any other entry is an error; op names the caller in errors.
+func listStreams(fsys vfs.FS, dir, op string) (names, unfinished []string, err error) {
+	sdir := filepath.Join(dir, _streamsDir)
+	all, err := fsys.List(sdir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("stream: %s %s: its %s directory is missing", op, dir, _streamsDir)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("stream: %s %s: %w", op, dir, err)
+	}
+	for _, n := range all {
+		if strings.HasPrefix(n, _newPrefix) || strings.HasPrefix(n, _delPrefix) {
+			unfinished = append(unfinished, n)
+			continue
+		}
+		if err := checkName("stream", n); err != nil {
+			return nil, nil, fmt.Errorf("stream: %s %s: unexpected entry %s: %w", op, dir, filepath.Join(sdir, n), err)
+		}
+		names = append(names, n)
+	}
+	return names, unfinished, nil
+}
+
+// readStreamConfig reads and checks the configuration of the stream name
+// whose directory is dir.
+func readStreamConfig(fsys vfs.FS, dir, name string) (Config, error) {
 	var cf configFile
 	path := filepath.Join(dir, _streamFile)
-	if err := readJSON(st.fsys, path, &cf); err != nil {
+	if err := readJSON(fsys, path, &cf); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, &MetaError{Path: path, Problem: "missing: the stream's directory has no configuration"}
+			return Config{}, &MetaError{Path: path, Problem: "missing: the stream's directory has no configuration"}
 		}
-		return nil, err
+		return Config{}, err
 	}
 	cfg, problem := cf.config()
 	if problem == "" && cf.Name != name {
 		problem = fmt.Sprintf("records stream %q, not %q", cf.Name, name)
 	}
 	if problem != "" {
-		return nil, &MetaError{Path: path, Problem: problem}
+		return Config{}, &MetaError{Path: path, Problem: problem}
+	}
+	return cfg, nil
+}
+
+// loadStream reads the metadata of the existing stream name.
+func (st *Store) loadStream(name string) (*Stream, error) {
+	dir := filepath.Join(st.dir, _streamsDir, name)
+	cfg, err := readStreamConfig(st.fsys, dir, name)
+	if err != nil {
+		return nil, err
 	}
 	return newStream(st, name, dir, cfg), nil
 }
@@ -449,39 +481,24 @@ type StreamInfo struct {
 func Describe(dir string) ([]StreamInfo, error) {
 	fsys := vfs.OS()
 	marker := filepath.Join(dir, _storeFile)
-	var m storeMarker
-	if err := readJSON(fsys, marker, &m); err != nil {
+	if err := readMarker(fsys, marker); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s has no %s file", ErrNotStore, dir, _storeFile)
 		}
 		return nil, err
 	}
-	if m.Format != _storeFormat || m.Version != _storeVer {
-		return nil, &MetaError{Path: marker, Problem: fmt.Sprintf("format %q version %d, this build reads %q version %d", m.Format, m.Version, _storeFormat, _storeVer)}
-	}
-	sdir := filepath.Join(dir, _streamsDir)
-	names, err := fsys.List(sdir)
+	names, _, err := listStreams(fsys, dir, "describe")
 	if err != nil {
-		return nil, fmt.Errorf("stream: describe %s: %w", dir, err)
+		return nil, err
 	}
-	var out []StreamInfo
+	out := make([]StreamInfo, 0, len(names))
 	for _, n := range names {
-		if strings.HasPrefix(n, _newPrefix) || strings.HasPrefix(n, _delPrefix) {
-			continue
-		}
-		if err := checkName("stream", n); err != nil {
-			return nil, fmt.Errorf("stream: describe %s: unexpected entry %s: %w", dir, filepath.Join(sdir, n), err)
-		}
-		path := filepath.Join(sdir, n, _streamFile)
-		var cf configFile
-		if err := readJSON(fsys, path, &cf); err != nil {
+		sdir := filepath.Join(dir, _streamsDir, n)
+		cfg, err := readStreamConfig(fsys, sdir, n)
+		if err != nil {
 			return nil, err
 		}
-		cfg, problem := cf.config()
-		if problem != "" {
-			return nil, &MetaError{Path: path, Problem: problem}
-		}
-		out = append(out, StreamInfo{Name: n, Config: cfg, LogDir: filepath.Join(sdir, n, _logDir)})
+		out = append(out, StreamInfo{Name: n, Config: cfg, LogDir: filepath.Join(sdir, _logDir)})
 	}
 	return out, nil
 }

@@ -346,7 +346,13 @@ func TestScan(t *testing.T) {
 	if d := s.DurableSeq(); d < 100 {
 		t.Fatalf("DurableSeq %d after WaitDurable(100)", d)
 	}
-	if g, _ := s.Group("g", nil); g == nil {
-		t.Fatal("no group")
+	// Scan moves no group: a group made after it starts at the first record.
+	g, err := s.Group("g", nil)
+	noErr(t, err)
+	m, err := g.Next(context.Background(), nil)
+	noErr(t, err)
+	if m.Seq != 1 || string(m.Data) != "0" {
+		t.Fatalf("a new group's first message after Scan: seq %d %q, want 1 \"0\"", m.Seq, m.Data)
 	}
+	noErr(t, g.Close())
 }

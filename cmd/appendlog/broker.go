@@ -753,22 +753,23 @@ func (b *brokerRun) drain(ctx context.Context) error {
 // lag returns the records published to the groups' streams that they have
 // not acked.
 func (b *brokerRun) lag() int64 {
+	pub := make([]int64, len(b.streams)) // published this run, per stream
+	for _, l := range b.lanes {
+		pub[l.stream] += l.published.Load()
+	}
 	var n int64
 	for _, gr := range b.groups {
 		si := gr.spec.stream
-		n += int64(b.startNext[si]-gr.from) + b.publishedTo(si) - gr.consumed.Load()
+		n += int64(b.startNext[si]-gr.from) + pub[si] - gr.consumed.Load()
 	}
 	return max(n, 0)
 }
 
-// publishedTo returns the records published this run to stream si, or
-// to every stream for -1.
-func (b *brokerRun) publishedTo(si int) int64 {
+// published returns the records published this run.
+func (b *brokerRun) published() int64 {
 	var n int64
 	for _, l := range b.lanes {
-		if si < 0 || l.stream == si {
-			n += l.published.Load()
-		}
+		n += l.published.Load()
 	}
 	return n
 }
@@ -814,7 +815,7 @@ func (b *brokerRun) startBackground(bg *sync.WaitGroup, stop <-chan struct{}) {
 			if ticks++; ticks%(int(_progressTick/_ackPoll)) == 0 {
 				b.res.MaxLagRecords = max(b.res.MaxLagRecords, b.lag())
 				if bar != nil {
-					_ = bar.Set64(b.publishedTo(-1))
+					_ = bar.Set64(b.published())
 				}
 			}
 		}
@@ -824,7 +825,7 @@ func (b *brokerRun) startBackground(bg *sync.WaitGroup, stop <-chan struct{}) {
 // finish fills the result in from the counters.
 func (b *brokerRun) finish(pubTime, consTime, elapsed time.Duration) {
 	r := &b.res
-	r.Published = b.publishedTo(-1)
+	r.Published = b.published()
 	for _, gr := range b.groups {
 		r.Consumed += gr.consumed.Load()
 		r.Duplicates += gr.dups.Load()

@@ -105,8 +105,11 @@ func runStat(stdout io.Writer, dir string, asJSON bool) error {
 	if err := checkDir(dir); err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(dir, "STORE")); err == nil {
-		return runStoreStat(stdout, dir, asJSON)
+	switch infos, err := stream.Describe(dir); {
+	case err == nil:
+		return runStoreStat(stdout, dir, infos, asJSON)
+	case !errors.Is(err, stream.ErrNotStore):
+		return err
 	}
 	s, bad, err := statLog(dir)
 	if err != nil {
@@ -217,13 +220,9 @@ type streamStat struct {
 	Log         statReport `json:"log"`
 }
 
-// runStoreStat describes every stream of the store in dir: its
+// runStoreStat describes every stream infos lists of the store in dir: its
 // configuration and its log, whose cursors are its groups' positions.
-func runStoreStat(stdout io.Writer, dir string, asJSON bool) error {
-	infos, err := stream.Describe(dir)
-	if err != nil {
-		return err
-	}
+func runStoreStat(stdout io.Writer, dir string, infos []stream.StreamInfo, asJSON bool) error {
 	out := storeStat{Dir: dir, Streams: []streamStat{}}
 	var bad []string
 	for _, in := range infos {
