@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -71,7 +72,7 @@ func (l *Log) NewReader(from uint64, opts *ReaderOptions) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{dir: l.dir, from: from, maxRec: l.maxRec, liveState: liveState{l: l, tab: l.segs, vis: &l.w.written, ls: ls}}
+	r := &Reader{dir: l.dir, from: from, maxRec: l.maxRec, liveState: liveState{l: l, tab: l.segs, vis: &l.w.written, ls: ls, window: l.opts.ReaderWindow}}
 	if vis == ReadDurable {
 		r.vis = &l.w.durable
 	}
@@ -104,6 +105,11 @@ type liveState struct {
 	// the next frame in it.
 	ls  *liveSeg
 	off int64
+	// released is the offset in ls below which the Reader has told the
+	// kernel it no longer needs the mapping's pages, and window how far
+	// past it the Reader reads before it does so again (see
+	// releaseBehind and Options.ReaderWindow).
+	released, window int64
 	// hinted is set while off came from the sparse index and no frame was
 	// read there yet: a wrong hint sends the Reader back to the segment's
 	// start instead of failing.
@@ -120,6 +126,9 @@ func (r *Reader) nextLive() bool {
 	r.rec = nil
 	if r.done {
 		return false
+	}
+	if r.off-r.released >= r.window && r.ls != nil {
+		r.releaseBehind()
 	}
 	for {
 		if r.ls == nil {
@@ -191,6 +200,30 @@ func (r *Reader) nextLive() bool {
 		r.seq, r.rec, r.offset = fr.Seq, fr.Payload, off
 		return true
 	}
+}
+
+// _pageSize is the size of a page of a mapping.
+var _pageSize = int64(os.Getpagesize())
+
+// releaseBehind tells the kernel that the whole pages of the mapping before
+// the Reader's position are not needed (MADV_DONTNEED). Every page a Reader
+// touches counts in the process's RSS until it is unmapped: without this,
+// a process reading many streams holds each active segment's read bytes
+// resident (up to SegmentSize apiece). The data stays in the file and the
+// page cache: a Reader of the same mapping that is further behind, or a
+// record slice handed out earlier, faults the page back in.
+func (r *Reader) releaseBehind() {
+	if r.ls.m == nil {
+		return
+	}
+	end := min(r.off, int64(len(r.ls.m))) &^ (_pageSize - 1)
+	if end <= r.released {
+		return
+	}
+	// Advice on our own read-only mapping: an error would only mean the
+	// pages stay resident.
+	_ = sys.Madvise(r.ls.m[r.released:end], sys.AdviceDontNeed)
+	r.released = end
 }
 
 // _castagnoli is the CRC-32C table (hardware accelerated). Never written.
@@ -293,7 +326,7 @@ func (r *Reader) advance() bool {
 	r.tab.release(r.ls)
 	r.ls = next
 	r.cur = segInfo{name: next.name, firstSeq: next.firstSeq}
-	r.off = headerPage
+	r.off, r.released = headerPage, 0
 	return true
 }
 
@@ -331,6 +364,9 @@ func (r *Reader) wait(ctx context.Context, wake <-chan struct{}) error {
 	want := max(r.expect, r.from) + 1
 	if r.vis.Load() >= want {
 		return nil
+	}
+	if r.ls != nil {
+		r.releaseBehind() // caught up: nothing behind is needed while waiting
 	}
 	l := r.l
 	if r.vis == &l.w.durable {
@@ -490,7 +526,7 @@ func (r *Reader) position(seg string, off int64) error {
 	if err != nil {
 		return err
 	}
-	r.ls = ls
+	r.ls, r.released = ls, 0
 	r.cur = segInfo{name: ls.name, firstSeq: ls.firstSeq}
 	switch {
 	case ls.firstSeq == r.expect:

@@ -255,7 +255,7 @@ func TestAppendErrors(t *testing.T) {
 	if err := l.WaitDurable(context.Background(), seq); err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []Options{{BufferSize: 1000}, {SegmentSize: 100}, {MaxRecordSize: DefaultBufferSize}, {Sync: 7}} {
+	for _, o := range []Options{{BufferSize: 1000}, {SegmentSize: 100}, {MaxRecordSize: DefaultBufferSize}, {Sync: 7}, {ReaderWindow: 100}} {
 		if _, err := Open(t.TempDir(), &o); err == nil || !strings.Contains(err.Error(), "invalid options") {
 			t.Errorf("Open(%+v): %v", o, err)
 		}

@@ -67,6 +67,8 @@ const (
 	DefaultFlushInterval = 10 * time.Millisecond
 	// DefaultCheckpointEvery is the default Options.CheckpointEvery.
 	DefaultCheckpointEvery = time.Second
+	// DefaultReaderWindow is the default Options.ReaderWindow.
+	DefaultReaderWindow = 1 << 20
 )
 
 // Options configures a Log. A nil *Options, or a zero field, means the
@@ -107,6 +109,16 @@ type Options struct {
 	// Retention bounds what the log keeps (see Retention). Zero keeps
 	// everything.
 	Retention Retention
+	// ReaderWindow bounds how many bytes of a mapped segment a Reader of
+	// the open log keeps resident behind its position: past it, and
+	// whenever the Reader waits at the log's end, it releases the pages
+	// it has read (madvise MADV_DONTNEED; the data stays in the page
+	// cache). Touched pages of a mapping count in the process's RSS, so a
+	// process that reads many logs at once bounds its RSS by about
+	// ReaderWindow per Reader; each release is a system call, so a
+	// smaller window costs a Reader that drains a backlog some speed.
+	// Default DefaultReaderWindow; at least 4 KiB.
+	ReaderWindow int64
 
 	// fsys is the file system, vfs.OS() when nil. Tests set it (see
 	// export_test.go).
@@ -152,6 +164,9 @@ func (o *Options) withDefaults() Options {
 	if c.CheckpointEvery == 0 {
 		c.CheckpointEvery = DefaultCheckpointEvery
 	}
+	if c.ReaderWindow == 0 {
+		c.ReaderWindow = DefaultReaderWindow
+	}
 	return c
 }
 
@@ -178,6 +193,9 @@ func (c *Options) validate() error {
 	if c.SyncEvery < 0 || c.BatchAge < 0 || c.BatchBytes < 0 || c.FlushInterval < 0 || c.CheckpointEvery < 0 ||
 		c.Retention.MaxBytes < 0 || c.Retention.MaxAge < 0 {
 		errs = append(errs, errors.New("durations and sizes must not be negative"))
+	}
+	if c.ReaderWindow < 4<<10 {
+		errs = append(errs, fmt.Errorf("ReaderWindow %d is below 4 KiB", c.ReaderWindow))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("wal: invalid options: %w", err)

@@ -133,6 +133,7 @@ func OpenReader(dir string, from uint64, opts *Options) (*Reader, error) {
 		return nil, err
 	}
 	r := &Reader{fsys: o.fsys, dir: dir, segs: segs, from: from, maxRec: o.MaxRecordSize, foreign: foreign, footerAt: -1}
+	r.window = o.ReaderWindow // used once Wait makes the Reader a follower
 	if len(segs) > 0 {
 		r.expect = segs[0].firstSeq
 		// Start at the last segment whose first record is <= from.
