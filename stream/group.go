@@ -212,7 +212,10 @@ func (s *Stream) openGroup(l *wal.Log, name string, given *GroupOptions) (*Group
 	// The group file is written last: it is what makes a new group exist.
 	// A cursor without one is what a crash left of a group being created,
 	// and is moved to where the group starts.
-	c, err := l.Cursor(name)
+	// Acks reach the cursor only for the records delivered and unacked, at
+	// most MaxAckPending above the committed position: its window needs
+	// no more (8 bytes a record).
+	c, err := l.CursorWith(name, &wal.CursorOptions{AckWindow: o.MaxAckPending})
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,9 +49,21 @@ const (
 // MaxCursorName bounds a cursor name's length in bytes.
 const MaxCursorName = 255
 
-// _ackWindow is how far above the committed position an ack may be: the
-// number of slots in a Cursor's ack window. A power of two.
-const _ackWindow = 1 << 13
+// DefaultAckWindow is the default CursorOptions.AckWindow.
+const DefaultAckWindow = 1 << 13
+
+// _maxAckWindow bounds CursorOptions.AckWindow (128 MiB of slots).
+const _maxAckWindow = 1 << 24
+
+// CursorOptions configures a Cursor (see Log.CursorWith).
+type CursorOptions struct {
+	// AckWindow is how far above the committed position an ack may be,
+	// in records. The cursor holds 8 bytes per record of window, so a
+	// process with many cursors whose consumers bound their unacked
+	// records (as stream groups do) sizes it to that bound. Rounded up to
+	// a power of two, at most 1<<24; 0 means DefaultAckWindow.
+	AckWindow int
+}
 
 var _cursorCRC = crc32.MakeTable(crc32.Castagnoli)
 
@@ -297,10 +310,12 @@ type Cursor struct {
 
 	// floor is the committed position: the lowest unacked sequence number.
 	floor atomic.Uint64
-	// slots is the ack window: slot seq%_ackWindow holds seq once seq was
-	// acked (for seq in [floor, floor+_ackWindow)). A slot only grows, so
-	// a late duplicate ack never overwrites a newer one.
-	slots [_ackWindow]atomic.Uint64
+	// slots is the ack window, a power of two long: slot seq&mask holds
+	// seq once seq was acked (for seq in [floor, floor+len(slots))). A
+	// slot only grows, so a late duplicate ack never overwrites a newer
+	// one.
+	slots []atomic.Uint64
+	mask  uint64
 	// appended caches a NextSeq of the log: acks below it need no check.
 	appended atomic.Uint64
 	// gapAt is the first sequence number of the oldest recorded gap Next
@@ -338,8 +353,20 @@ type Cursor struct {
 // was cut, by Repair for example) is clamped to the end and reported by
 // Clamped, never reset to the start.
 func (l *Log) Cursor(name string) (*Cursor, error) {
+	return l.CursorWith(name, nil)
+}
+
+// CursorWith is Cursor with options; nil opts means the defaults.
+func (l *Log) CursorWith(name string, opts *CursorOptions) (*Cursor, error) {
 	if err := checkCursorName(name); err != nil {
 		return nil, err
+	}
+	window := DefaultAckWindow
+	if opts != nil && opts.AckWindow != 0 {
+		if opts.AckWindow < 0 || opts.AckWindow > _maxAckWindow {
+			return nil, fmt.Errorf("wal: cursor %q: CursorOptions.AckWindow %d is outside 1..%d", name, opts.AckWindow, _maxAckWindow)
+		}
+		window = 1 << bits.Len(uint(opts.AckWindow-1))
 	}
 	s := &l.cursors
 	s.mu.Lock()
@@ -365,7 +392,7 @@ func (l *Log) Cursor(name string) (*Cursor, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("wal: cursor directory %s: %w", cdir, err)
 	}
-	c := &Cursor{l: l, name: name, path: filepath.Join(cdir, name)}
+	c := &Cursor{l: l, name: name, path: filepath.Join(cdir, name), slots: make([]atomic.Uint64, window), mask: uint64(window - 1)}
 	first, end := l.FirstSeq(), l.NextSeq()
 	committed, err := readCursorFile(fsys, l.dir, name)
 	fresh := errors.Is(err, fs.ErrNotExist)
@@ -425,8 +452,8 @@ func (c *Cursor) Clamped() (from uint64, ok bool) { return c.clampedFrom, c.clam
 // allocate. Acks may come in any order and more than once; the committed
 // position moves to the lowest sequence number not yet acked. An ack below
 // the committed position does nothing. A sequence number not appended yet,
-// or more than the ack window (8192 records) above the committed position,
-// is ErrAckRange; after Close, ErrClosed.
+// or an ack window (CursorOptions.AckWindow) or more above the committed
+// position, is ErrAckRange; after Close, ErrClosed.
 func (c *Cursor) Ack(seq uint64) error {
 	if c.closed.Load() {
 		return ErrClosed
@@ -435,7 +462,7 @@ func (c *Cursor) Ack(seq uint64) error {
 	if seq < f {
 		return nil
 	}
-	if seq-f >= _ackWindow || seq >= c.appended.Load() {
+	if seq-f > c.mask || seq >= c.appended.Load() {
 		if err := c.checkAck(seq, f); err != nil {
 			return err
 		}
@@ -445,9 +472,9 @@ func (c *Cursor) Ack(seq uint64) error {
 }
 
 // mark marks seq acked and moves the floor over every acked slot.
-// REQUIRES: seq-floor < _ackWindow.
+// REQUIRES: seq-floor < len(c.slots).
 func (c *Cursor) mark(seq uint64) {
-	s := &c.slots[seq&(_ackWindow-1)]
+	s := &c.slots[seq&c.mask]
 	for {
 		old := s.Load()
 		if old >= seq || s.CompareAndSwap(old, seq) {
@@ -462,7 +489,7 @@ func (c *Cursor) mark(seq uint64) {
 func (c *Cursor) advance() {
 	for {
 		f := c.floor.Load()
-		if c.slots[f&(_ackWindow-1)].Load() != f {
+		if c.slots[f&c.mask].Load() != f {
 			if g := c.gapAt.Load(); g == 0 || f < g || !c.passGap(f) {
 				return
 			}
@@ -503,9 +530,9 @@ func (c *Cursor) checkAck(seq, floor uint64) error {
 	} else {
 		c.appended.Store(end)
 	}
-	if seq-floor >= _ackWindow {
+	if seq-floor > c.mask {
 		return fmt.Errorf("%w: cursor %q: seq %d is %d records above the committed position %d (the ack window is %d): ack the records below it first",
-			ErrAckRange, c.name, seq, seq-floor, floor, _ackWindow)
+			ErrAckRange, c.name, seq, seq-floor, floor, len(c.slots))
 	}
 	return nil
 }

@@ -105,11 +105,11 @@ func TestCursorAckCommitReopen(t *testing.T) {
 	if err := c.Ack(101); !errors.Is(err, ErrAckRange) || !strings.Contains(err.Error(), "not appended") {
 		t.Fatalf("Ack(101) of a 100-record log = %v", err)
 	}
-	appendN(t, l, _ackWindow+100)
-	if err := c.Ack(41 + _ackWindow); !errors.Is(err, ErrAckRange) || !strings.Contains(err.Error(), "ack window") {
+	appendN(t, l, DefaultAckWindow+100)
+	if err := c.Ack(41 + DefaultAckWindow); !errors.Is(err, ErrAckRange) || !strings.Contains(err.Error(), "ack window") {
 		t.Fatalf("Ack past the window = %v", err)
 	}
-	noErr(t, c.Ack(40+_ackWindow)) // the last slot of the window
+	noErr(t, c.Ack(40+DefaultAckWindow)) // the last slot of the window
 	var nilCtx context.Context
 	if err := c.Commit(nilCtx); !errors.Is(err, ErrNilContext) {
 		t.Fatalf("Commit(nil) = %v", err)
@@ -146,6 +146,37 @@ func TestCursorAckCommitReopen(t *testing.T) {
 
 // TestCursorLagBytes checks the lag in bytes against the frames' sizes,
 // across segments.
+// TestCursorAckWindow: CursorOptions.AckWindow, rounded up to a power of
+// two, bounds how far above the committed position an ack may be; a bad
+// window is an error naming it.
+func TestCursorAckWindow(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), nil)
+	defer l.Close()
+	appendN(t, l, 200)
+	for _, w := range []int{-1, 1<<24 + 1} {
+		if _, err := l.CursorWith("bad", &CursorOptions{AckWindow: w}); err == nil || !strings.Contains(err.Error(), "AckWindow") {
+			t.Fatalf("AckWindow %d: %v", w, err)
+		}
+	}
+	c, err := l.CursorWith("c", &CursorOptions{AckWindow: 100}) // 128 slots
+	noErr(t, err)
+	if err := c.Ack(129); !errors.Is(err, ErrAckRange) || !strings.Contains(err.Error(), "the ack window is 128") {
+		t.Fatalf("Ack 128 above the floor = %v", err)
+	}
+	for s := uint64(128); s >= 2; s-- {
+		noErr(t, c.Ack(s))
+	}
+	if c.Committed() != 1 {
+		t.Fatalf("committed %d with seq 1 unacked", c.Committed())
+	}
+	noErr(t, c.Ack(1))
+	if c.Committed() != 129 {
+		t.Fatalf("committed %d after acking 1..128", c.Committed())
+	}
+	noErr(t, c.Ack(200)) // within the window of the new floor
+	noErr(t, c.Close())
+}
+
 func TestCursorLagBytes(t *testing.T) {
 	dir := t.TempDir()
 	l := mustOpen(t, dir, &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10})
@@ -765,7 +796,7 @@ func TestCursorPassesLongGap(t *testing.T) {
 	segs, _, _, err := listSegments(vfs.OS(), dir)
 	noErr(t, err)
 	first, end := segs[1].firstSeq, segs[2].firstSeq
-	if end-first <= _ackWindow {
+	if end-first <= DefaultAckWindow {
 		t.Fatalf("segment of %d records: not longer than the ack window", end-first)
 	}
 	noErr(t, os.Remove(filepath.Join(dir, segs[1].name)))
