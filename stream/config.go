@@ -40,7 +40,7 @@ type Retention struct {
 
 // validate reports a Config that cannot be used.
 func (c *Config) validate() error {
-	wo := c.walOptions(DefaultBufferSize)
+	wo := c.walOptions(&Options{BufferSize: DefaultBufferSize})
 	if err := wo.Validate(); err != nil {
 		return err
 	}
@@ -50,16 +50,18 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// walOptions returns the options of the stream's log.
-func (c *Config) walOptions(bufferSize int) wal.Options {
+// walOptions returns the options of the stream's log in a store opened
+// with o.
+func (c *Config) walOptions(o *Options) wal.Options {
 	seg := c.SegmentSize
 	if seg == 0 {
 		seg = DefaultSegmentSize
 	}
 	return wal.Options{
-		SegmentSize: seg,
-		BufferSize:  bufferSize,
-		Sync:        c.Sync,
+		SegmentSize:  seg,
+		BufferSize:   o.BufferSize,
+		ReaderWindow: o.ReaderWindow,
+		Sync:         c.Sync,
 		Retention: wal.Retention{
 			MaxBytes:      c.Retention.MaxBytes,
 			MaxAge:        c.Retention.MaxAge,

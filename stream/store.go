@@ -65,6 +65,11 @@ type Options struct {
 	// store's write-path memory is at most the number of open streams
 	// times BufferSize. Default DefaultBufferSize.
 	BufferSize int
+	// ReaderWindow bounds the bytes of a stream's mapped segment each
+	// group keeps resident behind its position (wal.Options.ReaderWindow):
+	// with many streams read at once, the process's RSS grows by about
+	// that much per group. Default wal.DefaultReaderWindow.
+	ReaderWindow int64
 	// IdleTimeout closes the files and mappings of a stream that nothing
 	// published to and no group was open on for about that long; the next
 	// use opens them again. Negative keeps every used stream open until
@@ -120,9 +125,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 		d := *o.Default
 		o.Default = &d
 	}
-	wo := wal.Options{BufferSize: o.BufferSize}
+	wo := wal.Options{BufferSize: o.BufferSize, ReaderWindow: o.ReaderWindow}
 	if err := wo.Validate(); err != nil {
-		return nil, fmt.Errorf("stream: open %s: Options.BufferSize: %w", dir, err)
+		return nil, fmt.Errorf("stream: open %s: Options: %w", dir, err)
 	}
 	fsys := o.fsys
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {

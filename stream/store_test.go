@@ -157,6 +157,9 @@ func TestOpenMisuse(t *testing.T) {
 	if _, err := Open(t.TempDir(), &Options{BufferSize: 1000}); err == nil {
 		t.Fatal("Open with a BufferSize that is not a power of two succeeded")
 	}
+	if _, err := Open(t.TempDir(), &Options{ReaderWindow: 100}); err == nil || !strings.Contains(err.Error(), "ReaderWindow") {
+		t.Fatalf("Open with a 100-byte ReaderWindow: %v", err)
+	}
 	st = mustOpen(t, t.TempDir(), nil)
 	defer st.Close()
 	if _, err := st.Create("x", &Config{SegmentSize: 10}); err == nil {
