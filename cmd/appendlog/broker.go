@@ -54,9 +54,11 @@ type brokerFlags struct {
 	sync         string
 	segmentSize  int64
 	bufferSize   int
+	readerWindow int64
 	maxBytes     int64
 	drainTimeout time.Duration
 	backlog      bool
+	rate         float64
 }
 
 // brokerSpec is the shape of a run's workload, kept in broker.json beside
@@ -83,7 +85,10 @@ type brokerResult struct {
 	Groups     int    `json:"groups"`
 	Size       int    `json:"size"`
 	Sync       string `json:"sync"`
-	Resumed    bool   `json:"resumed"`
+	// Rate is the --rate publishers were paced at (msg/s), 0 for as fast
+	// as they can.
+	Rate    float64 `json:"rate,omitempty"`
+	Resumed bool    `json:"resumed"`
 
 	// Published counts this run's publishes; Consumed the distinct
 	// records the groups acked (a record counts once per group), which
@@ -182,10 +187,12 @@ backlog. With --json a JSON object is the last line of stdout.`,
 	sizeVar(fl, &f.size, "size", 128, fmt.Sprintf("message size, at least %d bytes", _stampSize+payload.MinSize))
 	fl.Int64Var(&f.records, "records", 1000000, "records to publish in total")
 	fl.DurationVar(&f.duration, "duration", 0, "publish for this long instead of --records")
+	fl.Float64Var(&f.rate, "rate", 0, "publish this many messages per second in all, shared by the publishers (0: as fast as they can); latency below saturation")
 	fl.StringVar(&f.mode, "mode", "streams", "workload: streams or queue")
 	fl.StringVar(&f.sync, "sync", "batch", "sync mode: never, batch or always")
 	sizeVar(fl, &f.segmentSize, "segment-size", 0, "segment file size of each stream (0: the stream default)")
 	sizeVar(fl, &f.bufferSize, "buffer-size", 0, "write buffer of each open stream (0: the store default)")
+	sizeVar(fl, &f.readerWindow, "reader-window", 0, "bytes of a stream's segment each group keeps resident behind it (0: the default; lower it for many streams)")
 	sizeVar(fl, &f.maxBytes, "max-bytes", 0, "retention: keep each stream under this many bytes of segments, deleting only what every group acked (0: keep all)")
 	fl.BoolVar(&f.backlog, "backlog", false, "start the consumers only once publishing ends, and time how fast they drain the backlog")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "give up a drain that makes no progress for this long")
@@ -245,6 +252,8 @@ func (sp *brokerSpec) config() *stream.Config {
 type topology struct {
 	streams  []string
 	laneOf   []int   // lane -> stream index
+	laneIdx  []int   // lane -> its index among its stream's lanes
+	nLanes   []int   // stream index -> how many lanes publish to it
 	pubLanes [][]int // publisher -> its lanes
 	groups   []groupSpec
 }
@@ -264,6 +273,7 @@ func (sp *brokerSpec) topology() topology {
 			t.pubLanes = append(t.pubLanes, []int{p})
 		}
 		t.groups = []groupSpec{{stream: 0, name: "workers", members: sp.Consumers}}
+		t.indexLanes()
 		return t
 	}
 	for i := range sp.Streams {
@@ -282,15 +292,27 @@ func (sp *brokerSpec) topology() topology {
 			t.groups = append(t.groups, groupSpec{stream: i, name: fmt.Sprintf("g%03d", k), members: 1})
 		}
 	}
+	t.indexLanes()
 	return t
+}
+
+// indexLanes numbers each stream's lanes, so that a group's state is
+// sized by its own stream's lanes, not by every lane of the run.
+func (t *topology) indexLanes() {
+	t.nLanes = make([]int, len(t.streams))
+	t.laneIdx = make([]int, len(t.laneOf))
+	for l, si := range t.laneOf {
+		t.laneIdx[l] = t.nLanes[si]
+		t.nLanes[si]++
+	}
 }
 
 // runBroker sets the run up, runs it and reports.
 func runBroker(cmd *cobra.Command, f *brokerFlags) (err error) {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if f.records < 0 || f.duration < 0 || f.drainTimeout <= 0 || f.bufferSize < 0 {
-		return usagef("--records and --duration must not be negative, --drain-timeout must be positive")
+	if f.records < 0 || f.duration < 0 || f.drainTimeout <= 0 || f.bufferSize < 0 || f.readerWindow < 0 || !(f.rate >= 0) {
+		return usagef("--records, --duration, --rate, --buffer-size and --reader-window must not be negative, --drain-timeout must be positive")
 	}
 	b, err := setupBroker(cmd, f)
 	if err != nil {
@@ -390,7 +412,7 @@ func setupBroker(cmd *cobra.Command, f *brokerFlags) (_ *brokerRun, err error) {
 	}
 	sp := &b.spec
 	b.topo = sp.topology()
-	b.st, err = stream.Open(filepath.Join(dir, _storeSub), &stream.Options{BufferSize: f.bufferSize})
+	b.st, err = stream.Open(filepath.Join(dir, _storeSub), &stream.Options{BufferSize: f.bufferSize, ReaderWindow: f.readerWindow})
 	if err != nil {
 		return nil, err
 	}
@@ -415,7 +437,7 @@ func setupBroker(cmd *cobra.Command, f *brokerFlags) (_ *brokerRun, err error) {
 		b.streams = append(b.streams, s)
 	}
 	b.res = brokerResult{Mode: sp.Mode, Streams: len(b.streams), Publishers: sp.Publishers, Consumers: sp.Consumers,
-		Groups: len(b.topo.groups), Size: sp.Size, Sync: sp.Sync, Resumed: f.resume, Dir: dir, Kept: b.temp == ""}
+		Groups: len(b.topo.groups), Size: sp.Size, Sync: sp.Sync, Rate: f.rate, Resumed: f.resume, Dir: dir, Kept: b.temp == ""}
 	return b, nil
 }
 
@@ -685,6 +707,11 @@ func (b *brokerRun) run(ctx context.Context) error {
 func (b *brokerRun) publish(ctx context.Context, p int, stop *atomic.Bool) error {
 	always := b.spec.Sync == syncAlways
 	lanes := b.topo.pubLanes[p]
+	var pace pacer
+	if b.f.rate > 0 {
+		pace.every = float64(time.Second) * float64(len(b.topo.pubLanes)) / b.f.rate
+		pace.start = time.Now()
+	}
 	for left := len(lanes); left > 0; {
 		if stop.Load() {
 			return nil
@@ -706,6 +733,9 @@ func (b *brokerRun) publish(ctx context.Context, p int, stop *atomic.Bool) error
 			}
 			l.next++
 			l.published.Add(1)
+			if pace.every > 0 && !pace.wait(ctx, stop) {
+				return nil
+			}
 			if always {
 				if err := l.s.WaitDurable(ctx, seq); err != nil {
 					if ctx.Err() != nil {
@@ -717,6 +747,50 @@ func (b *brokerRun) publish(ctx context.Context, p int, stop *atomic.Bool) error
 		}
 	}
 	return nil
+}
+
+// pacer paces one publisher at one message per every nanoseconds, on a
+// schedule from start: a publisher that fell behind catches up without
+// waiting, so the rate holds on average.
+type pacer struct {
+	start time.Time
+	every float64 // ns
+	sent  int64
+	timer *time.Timer
+}
+
+// _paceSlack is how far ahead of its schedule a publisher runs before it
+// sleeps: sleeping for less costs more than the timer's precision.
+const _paceSlack = 200 * time.Microsecond
+
+// _paceNap bounds one sleep of a paced publisher, so that it sees stop
+// soon at a low rate.
+const _paceNap = 50 * time.Millisecond
+
+// wait counts a message sent and sleeps while the publisher is ahead of
+// its schedule. It returns false once ctx is done or stop is set.
+func (pc *pacer) wait(ctx context.Context, stop *atomic.Bool) bool {
+	pc.sent++
+	for {
+		d := time.Duration(float64(pc.sent)*pc.every) - time.Since(pc.start)
+		if d < _paceSlack {
+			return true
+		}
+		d = min(d, _paceNap)
+		if pc.timer == nil {
+			pc.timer = time.NewTimer(d)
+		} else {
+			pc.timer.Reset(d)
+		}
+		select {
+		case <-pc.timer.C:
+		case <-ctx.Done():
+			return false
+		}
+		if stop.Load() {
+			return false
+		}
+	}
 }
 
 // drain waits until every group is done, or no group made progress for
@@ -832,8 +906,11 @@ func (b *brokerRun) finish(pubTime, consTime, elapsed time.Duration) {
 		if lost := gr.expect.Load() - gr.consumed.Load(); lost > 0 {
 			r.Lost += lost
 		}
-		for li, bs := range gr.seen {
-			if bs != nil && bs.end() > b.lanes[li].next {
+		for li, si := range b.topo.laneOf {
+			if si != gr.spec.stream {
+				continue
+			}
+			if bs := &gr.seen[b.topo.laneIdx[li]]; bs.end() > b.lanes[li].next {
 				b.problem("group %s of stream %s: lane %d counter %d delivered, but only %d were published",
 					gr.spec.name, b.streams[gr.spec.stream].Name(), li, bs.end()-1, b.lanes[li].next)
 			}
@@ -879,8 +956,11 @@ func (b *brokerRun) report(runErr error) error {
 		groups = fmt.Sprintf("1 group of %d members", r.Consumers)
 	}
 	resumed := ""
+	if r.Rate > 0 {
+		resumed = fmt.Sprintf(", paced at %.0f msg/s", r.Rate)
+	}
 	if r.Resumed {
-		resumed = ", resumed"
+		resumed += ", resumed"
 	}
 	fmt.Fprintf(w, "appendlog broker: %s mode, %d streams, %d publishers, %s, %d B messages, sync %s%s\n",
 		r.Mode, r.Streams, r.Publishers, groups, r.Size, r.Sync, resumed)
@@ -940,7 +1020,7 @@ type groupRun struct {
 	expect   atomic.Int64 // records to ack; set when publishing ends
 	doneAt   atomic.Int64 // Unix ns of the last ack, once done
 
-	seen []*bitset // per lane; nil for lanes of other streams
+	seen []bitset // per lane of the group's stream (topology.laneIdx)
 	// last is the counter after the last one delivered per lane, for the
 	// order check of a one-member group (0: none yet).
 	last []uint64
@@ -950,13 +1030,9 @@ func newGroupRun(b *brokerRun, gs groupSpec, g *stream.Group) *groupRun {
 	gr := &groupRun{b: b, spec: gs, g: g, from: g.Committed()}
 	gr.ctx, gr.cancel = context.WithCancel(context.Background())
 	gr.expect.Store(-1)
-	gr.seen = make([]*bitset, len(b.topo.laneOf))
-	gr.last = make([]uint64, len(b.topo.laneOf))
-	for li, si := range b.topo.laneOf {
-		if si == gs.stream {
-			gr.seen[li] = &bitset{}
-		}
-	}
+	n := b.topo.nLanes[gs.stream]
+	gr.seen = make([]bitset, n)
+	gr.last = make([]uint64, n)
 	return gr
 }
 
@@ -1000,20 +1076,21 @@ func (gr *groupRun) consume(ctx context.Context) error {
 		switch {
 		case err != nil:
 			b.problem("group %s: seq %d: %v", name, m.Seq, err)
-		case w >= len(gr.seen) || gr.seen[w] == nil:
+		case w >= len(b.topo.laneOf) || b.topo.laneOf[w] != gr.spec.stream:
 			b.problem("group %s: seq %d: lane %d does not publish to this stream", name, m.Seq, w)
 		default:
-			if gr.seen[w].set(c) {
+			k := b.topo.laneIdx[w]
+			if gr.seen[k].set(c) {
 				gr.dups.Add(1)
 				b.problem("group %s: seq %d: lane %d counter %d delivered again", name, m.Seq, w, c)
 			} else {
 				gr.consumed.Add(1)
 			}
 			if order && m.Delivery == 1 {
-				if l := gr.last[w]; l != 0 && c != l {
+				if l := gr.last[k]; l != 0 && c != l {
 					b.problem("group %s: seq %d: lane %d counter %d after %d", name, m.Seq, w, c, l-1)
 				}
-				gr.last[w] = c + 1
+				gr.last[k] = c + 1
 			}
 			if ts := int64(binary.LittleEndian.Uint64(m.Data)); ts >= b.lifeStart {
 				_ = h.RecordValue(min(now-ts, _maxLatency)) // clamped: never an error
@@ -1036,15 +1113,18 @@ func newLatencyHist() *hdrhistogram.Histogram {
 	return hdrhistogram.New(int64(time.Microsecond), _maxLatency, 2)
 }
 
-// bitset is a set of counters, safe for concurrent use: chunks of 2^16
-// counters (8 KiB) made as counters in them are set.
+// bitset is a set of counters, safe for concurrent use: chunks of 2^13
+// counters (1 KiB) made as counters in them are set.
 type bitset struct {
 	mu     sync.Mutex
 	chunks map[uint64]*[_chunkWords]uint64 // Protected by mu.
 	max    uint64                          // Protected by mu; one past the largest counter set.
 }
 
-const _chunkWords = 1 << 10
+const (
+	_chunkBits  = 13
+	_chunkWords = 1 << (_chunkBits - 6)
+)
 
 // set adds c and reports whether it was already there.
 func (s *bitset) set(c uint64) bool {
@@ -1053,10 +1133,10 @@ func (s *bitset) set(c uint64) bool {
 	if s.chunks == nil {
 		s.chunks = make(map[uint64]*[_chunkWords]uint64)
 	}
-	ch := s.chunks[c>>16]
+	ch := s.chunks[c>>_chunkBits]
 	if ch == nil {
 		ch = new([_chunkWords]uint64)
-		s.chunks[c>>16] = ch
+		s.chunks[c>>_chunkBits] = ch
 	}
 	s.max = max(s.max, c+1)
 	w, bit := &ch[(c>>6)&(_chunkWords-1)], uint64(1)<<(c&63)

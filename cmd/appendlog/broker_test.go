@@ -61,6 +61,15 @@ func TestBrokerDuration(t *testing.T) {
 	}
 }
 
+// TestBrokerRate: --rate paces the publishers: a second at 4,000 msg/s
+// publishes about 4,000, where unpaced publishers publish far more.
+func TestBrokerRate(t *testing.T) {
+	res := brokerJSON(t, exitOK, "--duration", "1s", "--rate", "4000", "--streams", "4", "--consumers", "4", "--publishers", "4", "--size", "100")
+	if !res.Verified || res.Rate != 4000 || res.Published < 3000 || res.Published > 4400 {
+		t.Fatalf("a second at 4000 msg/s published %d: %+v", res.Published, res)
+	}
+}
+
 // TestBrokerResume: a second run on the same directory goes on with the
 // first one's streams, publisher counters and group positions.
 func TestBrokerResume(t *testing.T) {
@@ -112,6 +121,9 @@ func TestBrokerMisuse(t *testing.T) {
 		{[]string{"--streams", "0"}, exitUsage, "--streams must be"},
 		{[]string{"--mode", "queue", "--streams", "4"}, exitUsage, "one stream"},
 		{[]string{"--records", "-1"}, exitUsage, "must not be negative"},
+		{[]string{"--rate", "-5"}, exitUsage, "must not be negative"},
+		{[]string{"--rate", "NaN"}, exitUsage, "must not be negative"},
+		{[]string{"--reader-window", "-1"}, exitUsage, "negative size"},
 		{[]string{"--resume"}, exitUsage, "--resume needs the --dir"},
 		{[]string{"--dir", full}, exitUsage, "not empty"},
 		{[]string{"--dir", other, "--resume"}, exitFailure, "no broker run to resume"},
