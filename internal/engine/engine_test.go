@@ -1181,3 +1181,68 @@ func TestSyncDue(t *testing.T) {
 		})
 	}
 }
+
+// heldSyncSink is a PipelinedSink whose syncs wait until release is
+// closed, after announcing themselves on started.
+type heldSyncSink struct {
+	memSink
+	started chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *heldSyncSink) PrepareSync() func() error {
+	return func() error {
+		s.once.Do(func() { close(s.started) })
+		<-s.release
+		return s.memSink.Sync()
+	}
+}
+
+// TestInFlightSyncIsNoReasonToWake: while a pipelined sync is in flight,
+// the next batch falling due does not make the flusher run pass after pass
+// (it cannot start the next sync before this one ends; the end wakes it).
+// It used to arm a microsecond timer over and over, spinning on a CPU for
+// as long as the sync took, which starved the goroutines of other logs.
+func TestInFlightSyncIsNoReasonToWake(t *testing.T) {
+	clk := newFake()
+	sink := &heldSyncSink{memSink: memSink{t: t}, started: make(chan struct{}), release: make(chan struct{})}
+	e, err := New(Config{Size: MinSize, Sync: SyncBatch, BatchBytes: 1 << 20, BatchAge: 10 * time.Millisecond, Clock: clk}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		close(sink.release)
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	commitN(t, e, 100)
+	started := false
+	advanceUntil(t, e, clk, "a sync in flight", func() bool {
+		select {
+		case <-sink.started:
+			started = true
+		default:
+		}
+		return started
+	})
+	c := commitN(t, e, 100)
+	advanceUntil(t, e, clk, "the second record written", func() bool { return e.Stats().Written >= c.Pos+100 })
+	clk.Advance(50 * time.Millisecond) // the next batch is overdue, the sync still in flight
+	wakes := 0
+	for range 50 {
+		// Let the flusher settle, then see whether it asks to run again
+		// at once.
+		time.Sleep(time.Millisecond)
+		at, ok := clk.Next()
+		if !ok || at.Sub(clk.Now()) > time.Millisecond {
+			break
+		}
+		wakes++
+		clk.Advance(at.Sub(clk.Now()))
+	}
+	if wakes > 2 {
+		t.Fatalf("the flusher woke %d times in a row while a sync was in flight", wakes)
+	}
+}

@@ -298,7 +298,9 @@ func (f *flusher) wakeAfter(p plan, pos, w, s uint64) time.Duration {
 			d = _demandWake
 		}
 	}
-	if (pending || w > s) && !f.dataSince.IsZero() {
+	// A sync in flight brings the loop round when it completes: the next
+	// one cannot start before, so its due time is no reason to wake.
+	if (pending || w > s) && !f.dataSince.IsZero() && !f.syncing() {
 		switch cfg.Sync {
 		case SyncBatch:
 			d = minDur(d, cfg.BatchAge-p.now.Sub(f.dataSince))
