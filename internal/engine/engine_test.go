@@ -1218,15 +1218,13 @@ func TestInFlightSyncIsNoReasonToWake(t *testing.T) {
 		}
 	}()
 	commitN(t, e, 100)
-	started := false
-	advanceUntil(t, e, clk, "a sync in flight", func() bool {
-		select {
-		case <-sink.started:
-			started = true
-		default:
-		}
-		return started
-	})
+	due := clk.Now().Add(10 * time.Millisecond)
+	advanceUntil(t, e, clk, "the batch due", func() bool { return !clk.Now().Before(due) })
+	select {
+	case <-sink.started:
+	case <-time.After(_guard):
+		t.Fatal("no sync started once the batch was due")
+	}
 	c := commitN(t, e, 100)
 	advanceUntil(t, e, clk, "the second record written", func() bool { return e.Stats().Written >= c.Pos+100 })
 	clk.Advance(50 * time.Millisecond) // the next batch is overdue, the sync still in flight
