@@ -110,10 +110,9 @@ type Options struct {
 	// everything.
 	Retention Retention
 	// ReaderWindow bounds how many bytes of a mapped segment a Reader of
-	// the open log keeps resident behind its position: past it, and
-	// whenever the Reader waits at the log's end, it releases the pages
-	// it has read (madvise MADV_DONTNEED; the data stays in the page
-	// cache). Touched pages of a mapping count in the process's RSS, so a
+	// the open log keeps resident behind its position: past it, it
+	// releases the pages it has read (madvise MADV_DONTNEED; the data
+	// stays in the page cache). Touched pages of a mapping count in the process's RSS, so a
 	// process that reads many logs at once bounds its RSS by about
 	// ReaderWindow per Reader; each release is a system call, so a
 	// smaller window costs a Reader that drains a backlog some speed.
