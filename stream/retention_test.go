@@ -2,7 +2,9 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,5 +147,109 @@ func TestRetentionUntilAcked(t *testing.T) {
 	waitFor(t, "every acked segment deleted", func() bool { return s.Stats().DiskBytes <= 2*_retSeg })
 	if gs := slow.Stats(); gs.Skipped != 0 {
 		t.Fatalf("group slow skipped %d records", gs.Skipped)
+	}
+}
+
+// TestRetention60s: for a minute, a publisher writes 1,000-byte records at
+// about 8 MB/s to a stream kept under MaxBytes (8 MiB, 1 MiB segments)
+// while a group consumes and acks; the stream's segments stay within the
+// bound all along (sampled every 20 ms), retention deletes dozens of times
+// MaxBytes, and the group, which keeps up, receives every record once, in
+// order, and skips none. Skipped with -short.
+func TestRetention60s(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a one-minute run")
+	}
+	const (
+		run      = time.Minute
+		seg      = 1 << 20
+		maxBytes = 8 * seg
+		rate     = 8000 // records a second
+	)
+	st := mustOpen(t, t.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("s", &Config{SegmentSize: seg, Retention: Retention{MaxBytes: maxBytes}})
+	noErr(t, err)
+	g, err := s.Group("g", &GroupOptions{CheckpointEvery: 100 * time.Millisecond})
+	noErr(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	published := make(chan uint64, 1) // the last seq, once publishing ends
+	pubErr := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		var last uint64
+		for i := 0; time.Since(start) < run; i++ {
+			if d := time.Duration(i)*time.Second/rate - time.Since(start); d > time.Millisecond {
+				time.Sleep(d)
+			}
+			seq, err := s.Publish(retRecord(i))
+			if err != nil {
+				pubErr <- err
+				return
+			}
+			last = seq
+		}
+		published <- last
+	}()
+	consumed := make(chan error, 1)
+	var got atomic.Uint64 // the last seq consumed
+	go func() {
+		buf := make([]byte, 0, _retRecord)
+		for want := uint64(1); ; want++ {
+			m, err := g.Next(ctx, buf)
+			if err != nil {
+				consumed <- err
+				return
+			}
+			if m.Seq != want || string(m.Data) != string(retRecord(int(want-1))) {
+				consumed <- fmt.Errorf("got record %d %.12q, want %d", m.Seq, m.Data, want)
+				return
+			}
+			if err := g.Ack(m.Seq); err != nil {
+				consumed <- err
+				return
+			}
+			got.Store(m.Seq)
+			buf = m.Data
+		}
+	}()
+
+	var peak, samples int64
+	var last uint64
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for last == 0 {
+		select {
+		case last = <-published:
+		case err := <-pubErr:
+			t.Fatalf("publish: %v", err)
+		case err := <-consumed:
+			t.Fatalf("consume: %v", err)
+		case <-tick.C:
+			samples++
+			peak = max(peak, s.Stats().DiskBytes)
+		}
+	}
+	waitFor(t, "the group to consume every record", func() bool { return got.Load() == last })
+	cancel()
+	if err := <-consumed; !errors.Is(err, context.Canceled) {
+		t.Fatalf("consume: %v", err)
+	}
+	stats := s.Stats()
+	written := int64(last) * _retRecord
+	t.Logf("%d records (%d MiB) in %v; disk bytes peaked at %d KiB over %d samples (MaxBytes %d KiB); first seq now %d",
+		last, written>>20, run, peak>>10, samples, maxBytes>>10, stats.FirstSeq)
+	// Retention runs as a segment is sealed: the bound may be passed by
+	// the new segment until the sealer has deleted the oldest one.
+	if peak > maxBytes+seg {
+		t.Errorf("disk bytes peaked at %d with MaxBytes %d", peak, maxBytes)
+	}
+	if written < 20*maxBytes || stats.FirstSeq < last/2 {
+		t.Errorf("retention did not cycle: %d bytes written, first seq %d of %d", written, stats.FirstSeq, last)
+	}
+	if gs := g.Stats(); gs.Skipped != 0 {
+		t.Errorf("a group that kept up skipped %d records", gs.Skipped)
 	}
 }
