@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/appendlog/appendlog/ship"
+	"github.com/appendlog/appendlog/wal"
+)
+
+func init() { register(func(*bool) *cobra.Command { return newShipCmd() }) }
+
+type shipFlags struct {
+	dir         string
+	brokers     []string
+	topic       string
+	cursor      string
+	source      string
+	compression string
+	partition   int32
+	follow      bool
+	asJSON      bool
+	createTopic bool
+	partitions  int32
+}
+
+// shipResult is ship's summary; with --json it is the last line of stdout.
+type shipResult struct {
+	Shipped           uint64  `json:"shipped"`
+	Bytes             uint64  `json:"bytes"`
+	Seconds           float64 `json:"seconds"`
+	RecordsPerSec     float64 `json:"records_per_sec"`
+	DuplicatesSkipped uint64  `json:"duplicates_skipped"`
+	Committed         uint64  `json:"committed"`
+	LagRecords        uint64  `json:"lag_records"`
+	ConnectErrors     uint64  `json:"connect_errors"`
+	Topic             string  `json:"topic"`
+	Error             string  `json:"error,omitempty"`
+}
+
+func newShipCmd() *cobra.Command {
+	var f shipFlags
+	cmd := &cobra.Command{
+		Use:   "ship --dir DIR --brokers HOST:PORT[,...] --topic T",
+		Short: "Ship a log to an Apache Kafka topic: nothing lost, no duplicates",
+		Long: `ship copies the log in --dir to the Kafka topic --topic (package ship):
+every record once, in order, with the headers appendlog-source (--source,
+default the log's absolute directory) and appendlog-seq (its sequence
+number). It reads through the durable cursor --cursor and acks a record on
+it only once Kafka acknowledged it; on start it reads back the last record
+of the partition it writes and skips what Kafka already holds, so a crash
+re-sends nothing (when ship is the only writer of that partition).
+
+Without --follow it ships the records the log holds and exits 0 once Kafka
+acknowledged them all. With --follow it ships new records as they are
+appended until SIGINT or SIGTERM, then waits for the records in flight and
+commits. ship opens the log, so no other process may have it open.
+
+Exit status 1: the brokers are unreachable (the message names them), the
+topic is missing (create it, or pass --create-topic), Kafka refused a
+record, or the log or its cursor file is damaged.`,
+		Example: `  appendlog ship --dir /var/lib/app/log --brokers 127.0.0.1:9092 --topic events
+  appendlog ship --dir /var/lib/app/log --brokers k1:9092,k2:9092 --topic events --follow --compression lz4`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runShip(cmd, &f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dir, "dir", "", "the log directory (required)")
+	fl.StringSliceVar(&f.brokers, "brokers", nil, "seed brokers, host:port (required)")
+	fl.StringVar(&f.topic, "topic", "", "the topic to write (required)")
+	fl.StringVar(&f.cursor, "cursor", ship.DefaultCursor, "the log cursor to read with")
+	fl.StringVar(&f.source, "source", "", "the source name in the appendlog-source header (default: the log's absolute directory)")
+	fl.StringVar(&f.compression, "compression", "zstd", "batch compression: zstd, lz4, snappy or none")
+	fl.Int32Var(&f.partition, "partition", 0, "the partition to write")
+	fl.BoolVar(&f.follow, "follow", false, "keep shipping new records until SIGINT or SIGTERM")
+	fl.BoolVar(&f.asJSON, "json", false, "print a JSON summary as the last line of stdout")
+	fl.BoolVar(&f.createTopic, "create-topic", false, "create the topic if it is missing")
+	fl.Int32Var(&f.partitions, "partitions", 1, "with --create-topic: the new topic's partitions")
+	return cmd
+}
+
+func runShip(cmd *cobra.Command, f *shipFlags) error {
+	if f.dir == "" || len(f.brokers) == 0 || f.topic == "" {
+		return usagef("--dir, --brokers and --topic are required")
+	}
+	if f.partition < 0 || f.partitions < 1 {
+		return usagef("--partition must not be negative and --partitions must be at least 1")
+	}
+	if err := checkDir(f.dir); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	l, err := wal.Open(f.dir, nil)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if f.createTopic {
+		if err := createTopic(ctx, f); err != nil {
+			return err
+		}
+	}
+	s, err := ship.NewKafka(l, &ship.KafkaOptions{
+		Brokers: f.brokers, Topic: f.topic, Partition: f.partition, Compression: f.compression,
+		Source: f.source, Cursor: f.cursor, Follow: f.follow,
+	})
+	if err != nil {
+		return err
+	}
+	stderr := cmd.ErrOrStderr()
+	start := time.Now()
+	var bg sync.WaitGroup
+	stopBg := make(chan struct{})
+	if isTerminal(stderr) {
+		bg.Go(func() { shipProgress(stderr, s, f.follow, stopBg) })
+	}
+	runErr := s.Run(ctx)
+	close(stopBg)
+	bg.Wait()
+	st := s.Stats()
+	runErr = errors.Join(runErr, s.Close(), l.Close())
+	elapsed := time.Since(start)
+	res := shipResult{
+		Shipped: st.Shipped, Bytes: st.Bytes, Seconds: elapsed.Seconds(), DuplicatesSkipped: st.Skipped,
+		Committed: st.Committed, LagRecords: st.LagRecords, ConnectErrors: st.ConnectErrors, Topic: f.topic,
+	}
+	if elapsed > 0 {
+		res.RecordsPerSec = float64(st.Shipped) / elapsed.Seconds()
+	}
+	if runErr != nil {
+		res.Error = runErr.Error()
+	}
+	fmt.Fprintf(stderr, "appendlog ship: %d records (%s) to %s in %.2f s, %.0f records/s; %d already in Kafka skipped; cursor %s at %d\n",
+		st.Shipped, humanBytes(int64(st.Bytes)), f.topic, elapsed.Seconds(), res.RecordsPerSec, st.Skipped, f.cursor, st.Committed)
+	if f.asJSON {
+		if err := json.NewEncoder(cmd.OutOrStdout()).Encode(&res); err != nil {
+			return err
+		}
+	}
+	return runErr
+}
+
+// createTopic creates the topic unless it exists.
+func createTopic(ctx context.Context, f *shipFlags) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.DialTimeout(ship.DefaultConnectTimeout))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, ship.DefaultConnectTimeout)
+	defer cancel()
+	adm := kadm.NewClient(cl)
+	topics, err := adm.ListTopics(ctx, f.topic)
+	if err != nil {
+		return fmt.Errorf("%w at %v: %v", ship.ErrUnreachable, f.brokers, err)
+	}
+	if topics.Has(f.topic) && topics[f.topic].Err == nil {
+		return nil
+	}
+	if _, err := adm.CreateTopic(ctx, f.partitions, -1, nil, f.topic); err != nil {
+		return fmt.Errorf("create topic %q on %v: %w", f.topic, f.brokers, err)
+	}
+	return nil
+}
+
+// shipProgress prints a progress line on a terminal until stop.
+func shipProgress(w io.Writer, s *ship.Shipper, follow bool, stop <-chan struct{}) {
+	total := int64(s.Stats().LagRecords)
+	if follow {
+		total = -1
+	}
+	bar := newProgressBar(w, total, "ship", "rec")
+	t := time.NewTicker(_progressTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			_ = bar.Finish()
+			return
+		case <-t.C:
+			st := s.Stats()
+			_ = bar.Set64(int64(st.Shipped + st.Skipped))
+			if st.ConnectErrors > 0 && st.LastError != "" {
+				bar.Describe("ship (retrying: " + st.LastError + ")")
+			}
+		}
+	}
+}

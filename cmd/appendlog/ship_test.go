@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// kafkaCluster starts an in-process Kafka (kfake) on 127.0.0.1 with the
+// given topics of one partition each.
+func kafkaCluster(t *testing.T, topics ...string) string {
+	t.Helper()
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+		return net.Listen(network, "127.0.0.1:0")
+	})}
+	if len(topics) > 0 {
+		opts = append(opts, kfake.SeedTopics(1, topics...))
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()[0]
+}
+
+// topicRecords counts the records of topic on the broker at addr.
+func topicRecords(t *testing.T, addr, topic string) int {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	n := 0
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			return n
+		}
+		n += fs.NumRecords()
+	}
+}
+
+// TestShipCLI ships a log, then ships it again (nothing new), and creates
+// a missing topic with --create-topic.
+func TestShipCLI(t *testing.T) {
+	addr := kafkaCluster(t, "events")
+	d := filepath.Join(t.TempDir(), "log")
+	smallLog(t, d, 3000)
+	var res shipResult
+	r := runInProcess("ship", "--dir", d, "--brokers", addr, "--topic", "events", "--json")
+	expect(t, r, exitOK, "appendlog ship: 3000 records")
+	if err := jsonUnmarshal(lastLine(r.stdout), &res); err != nil || res.Shipped != 3000 || res.Committed != 3001 || res.DuplicatesSkipped != 0 {
+		t.Fatalf("ship --json: %v %+v\n%s", err, res, r)
+	}
+	r = runInProcess("ship", "--dir", d, "--brokers", addr, "--topic", "events", "--json")
+	expect(t, r, exitOK)
+	if err := jsonUnmarshal(lastLine(r.stdout), &res); err != nil || res.Shipped != 0 || res.Committed != 3001 {
+		t.Fatalf("second ship: %v %+v", err, res)
+	}
+	if n := topicRecords(t, addr, "events"); n != 3000 {
+		t.Fatalf("topic holds %d records, want 3000", n)
+	}
+	st := cli(t, "stat", d)
+	expect(t, st, exitOK, "cursor ship-kafka: committed 3001, lag 0 records")
+
+	r = runInProcess("ship", "--dir", d, "--brokers", addr, "--topic", "fresh", "--cursor", "c2")
+	expect(t, r, exitFailure, `the topic does not exist: "fresh"`, "--create-topic")
+	r = runInProcess("ship", "--dir", d, "--brokers", addr, "--topic", "fresh", "--cursor", "c2", "--create-topic")
+	expect(t, r, exitOK, "appendlog ship: 3000 records")
+	if n := topicRecords(t, addr, "fresh"); n != 3000 {
+		t.Fatalf("created topic holds %d records, want 3000", n)
+	}
+}
+
+// TestShipCLIMisuse: missing flags, a bad compression, an unreachable
+// broker and a directory that is not a log are clear errors.
+func TestShipCLIMisuse(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "log")
+	smallLog(t, d, 10)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--dir", d, "--topic", "t"}, exitUsage, "--brokers and --topic are required"},
+		{[]string{"--dir", d, "--brokers", dead}, exitUsage, "--brokers and --topic are required"},
+		{[]string{"--dir", d, "--brokers", dead, "--topic", "t", "--partition", "-1"}, exitUsage, "--partition must not be negative"},
+		{[]string{"--dir", d, "--brokers", dead, "--topic", "t", "--compression", "gzip9"}, exitFailure, `compression "gzip9"`},
+		{[]string{"--dir", d, "--brokers", dead, "--topic", "t"}, exitFailure, "cannot reach Kafka at [" + dead + "]"},
+		{[]string{"--dir", filepath.Join(d, "nope"), "--brokers", dead, "--topic", "t"}, exitFailure, "no such directory"},
+	} {
+		r := runInProcess(append([]string{"ship"}, tc.args...)...)
+		expect(t, r, tc.code, tc.want)
+		checkNoCrash(t, r)
+	}
+}
+
+// lastLine returns the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}

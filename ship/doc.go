@@ -1,0 +1,37 @@
+// Package ship copies a wal.Log to an Apache Kafka topic, losing nothing
+// and, under the conditions below, duplicating nothing.
+//
+//	l, err := wal.Open(dir, nil)
+//	err = ship.ToKafka(ctx, l, &ship.KafkaOptions{Brokers: []string{"127.0.0.1:9092"}, Topic: "events"})
+//
+// The shipper reads the log through a durable wal.Cursor (KafkaOptions.Cursor)
+// and produces with github.com/twmb/franz-go: the idempotent producer, acks
+// from all in-sync replicas, bounded in-flight records and bytes. Each Kafka
+// record carries two headers: HeaderSource, the log's identity
+// (KafkaOptions.Source), and HeaderSeq, the record's sequence number in
+// decimal. A record is acked on the cursor only once Kafka acknowledged it,
+// so the cursor's checkpoint never passes a record Kafka does not hold: a
+// crash of the shipper loses nothing, and the log's retention (unless it
+// ignores cursors) keeps every record not yet shipped.
+//
+// # Duplicates
+//
+// The cursor is checkpointed every wal.Options.CheckpointEvery, so a crash
+// leaves records that Kafka acknowledged after the last checkpoint. On
+// start the shipper therefore reads back the last record of every partition
+// it writes: when that record carries this source's HeaderSource, every
+// record of the log destined for that partition up to its HeaderSeq is
+// already there, and the shipper skips them (Stats.Skipped) instead of
+// sending them again.
+//
+// This is exact when the shipper is the only writer of the partitions it
+// writes, and the idempotent producer keeps each partition's records in
+// send order with no gaps (franz-go stops a partition's sequence at its
+// first failed batch rather than letting a later one through). Where the
+// last record of a partition is another writer's, the shipper cannot tell
+// what of its own is there: records of that partition from the cursor's
+// checkpoint on are sent again, and delivery falls back to at least once.
+// The same holds if the topic's partition count changes between runs of a
+// keyed shipper (KafkaOptions.Key), since a record's partition is its key's
+// hash modulo the count.
+package ship

@@ -1,0 +1,538 @@
+package ship
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/appendlog/appendlog/wal"
+)
+
+// The headers every shipped record carries.
+const (
+	// HeaderSource is the identity of the log a record came from
+	// (KafkaOptions.Source).
+	HeaderSource = "appendlog-source"
+	// HeaderSeq is the record's sequence number in its log, in decimal.
+	HeaderSeq = "appendlog-seq"
+)
+
+// Defaults for zero KafkaOptions fields.
+const (
+	DefaultCursor             = "ship-kafka"
+	DefaultMaxInFlightRecords = 16 << 10
+	DefaultMaxInFlightBytes   = 64 << 20
+	DefaultLinger             = 5 * time.Millisecond
+	DefaultConnectTimeout     = 10 * time.Second
+	DefaultFlushTimeout       = 30 * time.Second
+)
+
+// ErrTopicMissing is returned (wrapped, naming the topic and the brokers)
+// when the topic does not exist.
+var ErrTopicMissing = errors.New("ship: the topic does not exist")
+
+// ErrUnreachable is returned (wrapped, naming the brokers and the last
+// connection error) when no broker answered within ConnectTimeout.
+var ErrUnreachable = errors.New("ship: cannot reach Kafka")
+
+// KafkaOptions configures a shipper. Brokers and Topic are required.
+type KafkaOptions struct {
+	// Brokers are the seed brokers, host:port.
+	Brokers []string
+	// Topic is the topic written. It must exist.
+	Topic string
+	// Partition is the partition every record goes to when Key is nil:
+	// one partition keeps the log's total order. Default 0.
+	Partition int32
+	// Key, if set, returns a record's key; the record then goes to the
+	// partition FNV-1a(key) modulo the topic's partition count, which
+	// keeps order per key. A nil result is no key, partition 0. Key must
+	// not keep rec.
+	Key func(rec []byte) []byte
+	// Compression of produced batches: "zstd" (default), "lz4",
+	// "snappy" or "none".
+	Compression string
+	// Linger is how long the producer waits to fill a batch. Default
+	// DefaultLinger.
+	Linger time.Duration
+	// MaxInFlightRecords and MaxInFlightBytes bound what was sent to the
+	// producer and not yet acknowledged. Defaults DefaultMaxInFlightRecords
+	// and DefaultMaxInFlightBytes.
+	MaxInFlightRecords int
+	MaxInFlightBytes   int
+	// Source is the log's identity in HeaderSource. Default: the log's
+	// absolute directory.
+	Source string
+	// Cursor names the wal cursor the shipper reads with. Default
+	// DefaultCursor.
+	Cursor string
+	// Follow keeps shipping new records until ctx is done. Without it,
+	// Run ships the records the log holds when it starts and returns.
+	Follow bool
+	// ConnectTimeout bounds the wait for the brokers' first answer.
+	// Default DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// FlushTimeout bounds how long Run waits, once it stops, for the
+	// records in flight to be acknowledged before it commits the cursor
+	// without them (they are sent again next time). Default
+	// DefaultFlushTimeout.
+	FlushTimeout time.Duration
+	// ClientOptions are added to the franz-go client's options (TLS,
+	// SASL, ...).
+	ClientOptions []kgo.Opt
+}
+
+// Stats are a shipper's counters.
+type Stats struct {
+	// Shipped and Bytes count the records (and their payload bytes) Kafka
+	// acknowledged.
+	Shipped, Bytes uint64
+	// Skipped counts the records found in Kafka already at start (see the
+	// package documentation) and not sent again.
+	Skipped uint64
+	// InFlight is the number of records sent and not yet acknowledged.
+	InFlight int64
+	// Committed is the cursor's committed position: every record below it
+	// is in Kafka. LagRecords is how many records of the log are at or
+	// after it; OldestInFlight how long the oldest record in flight has
+	// waited for its acknowledgement.
+	Committed      uint64
+	LagRecords     uint64
+	OldestInFlight time.Duration
+	// ConnectErrors counts failed broker connections (the producer
+	// retries them); ProduceErrors records Kafka refused for good.
+	ConnectErrors, ProduceErrors uint64
+	// LastAck is when Kafka last acknowledged a record; LastError the
+	// last connection or produce error, if any.
+	LastAck   time.Time
+	LastError string
+}
+
+// Shipper ships one log to Kafka. Run it once; Stats may be called
+// concurrently.
+type Shipper struct {
+	l      *wal.Log
+	c      *wal.Cursor
+	o      KafkaOptions
+	src    []byte
+	cl     *kgo.Client
+	nparts int32
+	last   map[int32]uint64 // the last seq of this source per partition, at start
+
+	shipped, bytes, skipped atomic.Uint64
+	inFlight                atomic.Int64
+	connErrs, prodErrs      atomic.Uint64
+	lastAck                 atomic.Int64 // Unix ns
+
+	mu struct {
+		sync.Mutex
+		lastErr string
+		sent    map[uint64]time.Time // seq -> when sent, for OldestInFlight
+	}
+	failOnce sync.Once
+	failErr  error         // the first produce failure; set before failc is closed
+	failc    chan struct{} // closed on the first produce failure
+}
+
+// ToKafka ships l to Kafka until ctx is done (with Follow) or every record
+// l holds at the start is shipped, then commits the cursor and returns.
+func ToKafka(ctx context.Context, l *wal.Log, opts *KafkaOptions) error {
+	s, err := NewKafka(l, opts)
+	if err != nil {
+		return err
+	}
+	err = s.Run(ctx)
+	return errors.Join(err, s.Close())
+}
+
+// NewKafka opens the shipper's cursor on l and its Kafka client; it does
+// not contact Kafka yet.
+func NewKafka(l *wal.Log, opts *KafkaOptions) (*Shipper, error) {
+	if l == nil || opts == nil {
+		return nil, errors.New("ship: a log and options are required")
+	}
+	o := *opts
+	if len(o.Brokers) == 0 || o.Topic == "" {
+		return nil, errors.New("ship: KafkaOptions.Brokers and Topic are required")
+	}
+	if o.Partition < 0 {
+		return nil, fmt.Errorf("ship: KafkaOptions.Partition %d is negative", o.Partition)
+	}
+	codec, err := compression(o.Compression)
+	if err != nil {
+		return nil, err
+	}
+	if o.Linger == 0 {
+		o.Linger = DefaultLinger
+	}
+	if o.MaxInFlightRecords <= 0 {
+		o.MaxInFlightRecords = DefaultMaxInFlightRecords
+	}
+	if o.MaxInFlightBytes <= 0 {
+		o.MaxInFlightBytes = DefaultMaxInFlightBytes
+	}
+	if o.Cursor == "" {
+		o.Cursor = DefaultCursor
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.FlushTimeout <= 0 {
+		o.FlushTimeout = DefaultFlushTimeout
+	}
+	if o.Source == "" {
+		abs, err := filepath.Abs(l.Dir())
+		if err != nil {
+			return nil, fmt.Errorf("ship: source name: %w", err)
+		}
+		o.Source = abs
+	}
+	s := &Shipper{l: l, o: o, src: []byte(o.Source), failc: make(chan struct{})}
+	s.mu.sent = make(map[uint64]time.Time)
+	// Records in flight are within MaxInFlightRecords of the committed
+	// position: the cursor's ack window needs no more.
+	s.c, err = l.CursorWith(o.Cursor, &wal.CursorOptions{AckWindow: o.MaxInFlightRecords})
+	if err != nil {
+		return nil, fmt.Errorf("ship: cursor %q: %w", o.Cursor, err)
+	}
+	kopts := []kgo.Opt{
+		kgo.SeedBrokers(o.Brokers...),
+		kgo.DefaultProduceTopic(o.Topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(codec),
+		kgo.ProducerLinger(o.Linger),
+		kgo.MaxBufferedRecords(o.MaxInFlightRecords),
+		kgo.MaxBufferedBytes(o.MaxInFlightBytes),
+		kgo.DialTimeout(o.ConnectTimeout),
+		kgo.WithHooks(connectHook{s}),
+	}
+	s.cl, err = kgo.NewClient(append(kopts, o.ClientOptions...)...)
+	if err != nil {
+		s.c.Close()
+		return nil, fmt.Errorf("ship: kafka client: %w", err)
+	}
+	return s, nil
+}
+
+func compression(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "", "zstd":
+		return kgo.ZstdCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "none":
+		return kgo.NoCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("ship: compression %q: want zstd, lz4, snappy or none", name)
+}
+
+// connectHook counts failed broker connections.
+type connectHook struct{ s *Shipper }
+
+func (h connectHook) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil {
+		h.s.connErrs.Add(1)
+		h.s.setErr(fmt.Sprintf("connect to %s:%d: %v", meta.Host, meta.Port, err))
+	}
+}
+
+func (s *Shipper) setErr(msg string) {
+	s.mu.Lock()
+	s.mu.lastErr = msg
+	s.mu.Unlock()
+}
+
+// Close closes the shipper's Kafka client and cursor (Run has committed
+// it). It does not close the log.
+func (s *Shipper) Close() error {
+	s.cl.Close()
+	return s.c.Close()
+}
+
+// Stats returns the shipper's counters.
+func (s *Shipper) Stats() Stats {
+	st := Stats{
+		Shipped: s.shipped.Load(), Bytes: s.bytes.Load(), Skipped: s.skipped.Load(),
+		InFlight: s.inFlight.Load(), Committed: s.c.Committed(),
+		ConnectErrors: s.connErrs.Load(), ProduceErrors: s.prodErrs.Load(),
+	}
+	if next := s.l.NextSeq(); next > st.Committed {
+		st.LagRecords = next - st.Committed
+	}
+	if ns := s.lastAck.Load(); ns != 0 {
+		st.LastAck = time.Unix(0, ns)
+	}
+	s.mu.Lock()
+	st.LastError = s.mu.lastErr
+	if t, ok := s.mu.sent[st.Committed]; ok {
+		st.OldestInFlight = time.Since(t)
+	}
+	s.mu.Unlock()
+	return st
+}
+
+// Run ships until ctx is done (Follow) or every record the log held when
+// Run started is shipped, waits for the records in flight (at most
+// FlushTimeout), commits the cursor and returns. It returns the first
+// error Kafka gave a record for good, ErrTopicMissing or ErrUnreachable
+// (wrapped, with details), or a log error; ctx being done is not an error
+// with Follow.
+func (s *Shipper) Run(ctx context.Context) error {
+	if err := s.prepare(ctx); err != nil {
+		return err
+	}
+	// Records are produced with their own context, cancelled only once
+	// Run gives up waiting for them, so that stopping (ctx) lets the
+	// batches in flight finish.
+	prodCtx, cancelProd := context.WithCancel(context.Background())
+	defer cancelProd()
+	var giveUp *time.Timer
+	var giveUpMu sync.Mutex
+	stopWatch := context.AfterFunc(ctx, func() {
+		giveUpMu.Lock()
+		giveUp = time.AfterFunc(s.o.FlushTimeout, cancelProd)
+		giveUpMu.Unlock()
+	})
+	defer func() {
+		stopWatch()
+		giveUpMu.Lock()
+		if giveUp != nil {
+			giveUp.Stop()
+		}
+		giveUpMu.Unlock()
+	}()
+
+	readErr := s.ship(ctx, prodCtx)
+	flushCtx, cancelFlush := context.WithTimeout(prodCtx, s.o.FlushTimeout)
+	flushErr := s.cl.Flush(flushCtx)
+	cancelFlush()
+	if flushErr != nil && s.failure() == nil {
+		flushErr = fmt.Errorf("ship: %d records not acknowledged within %v; they are sent again next time: %w", s.inFlight.Load(), s.o.FlushTimeout, flushErr)
+	} else {
+		flushErr = nil
+	}
+	commitCtx, cancelCommit := context.WithTimeout(context.Background(), s.o.FlushTimeout)
+	commitErr := s.c.Commit(commitCtx)
+	cancelCommit()
+	if commitErr != nil {
+		commitErr = fmt.Errorf("ship: commit cursor %q: %w", s.o.Cursor, commitErr)
+	}
+	return errors.Join(s.failure(), readErr, flushErr, commitErr)
+}
+
+// prepare checks the topic and reads back the last record of each
+// partition the shipper writes.
+func (s *Shipper) prepare(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.o.ConnectTimeout)
+	defer cancel()
+	adm := kadm.NewClient(s.cl)
+	topics, err := adm.ListTopics(ctx, s.o.Topic)
+	if err != nil {
+		return s.connectError(err)
+	}
+	td, ok := topics[s.o.Topic]
+	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("%w: %q on %v: create it (kafka-topics.sh --create --topic %s), or pass --create-topic to appendlog ship", ErrTopicMissing, s.o.Topic, s.o.Brokers, s.o.Topic)
+	}
+	if td.Err != nil {
+		return fmt.Errorf("ship: topic %q: %w", s.o.Topic, td.Err)
+	}
+	s.nparts = int32(len(td.Partitions))
+	if s.o.Key == nil && s.o.Partition >= s.nparts {
+		return fmt.Errorf("ship: topic %q has %d partitions, no partition %d", s.o.Topic, s.nparts, s.o.Partition)
+	}
+	parts := []int32{s.o.Partition}
+	if s.o.Key != nil {
+		parts = parts[:0]
+		for p := range s.nparts {
+			parts = append(parts, p)
+		}
+	}
+	s.last, err = s.lastSeqs(ctx, adm, parts)
+	return err
+}
+
+// connectError describes a failure to reach the brokers.
+func (s *Shipper) connectError(err error) error {
+	s.mu.Lock()
+	last := s.mu.lastErr
+	s.mu.Unlock()
+	if last != "" {
+		return fmt.Errorf("%w at %v: %s (%v)", ErrUnreachable, s.o.Brokers, last, err)
+	}
+	return fmt.Errorf("%w at %v: %v", ErrUnreachable, s.o.Brokers, err)
+}
+
+// lastSeqs returns, per partition of parts whose last record this source
+// wrote, that record's sequence number.
+func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32) (map[int32]uint64, error) {
+	ends, err := adm.ListEndOffsets(ctx, s.o.Topic)
+	if err != nil {
+		return nil, s.connectError(err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, s.o.Topic)
+	if err != nil {
+		return nil, s.connectError(err)
+	}
+	at := make(map[int32]kgo.Offset)
+	for _, p := range parts {
+		e, ok1 := ends.Lookup(s.o.Topic, p)
+		b, ok2 := starts.Lookup(s.o.Topic, p)
+		if !ok1 || !ok2 || e.Err != nil || b.Err != nil {
+			return nil, fmt.Errorf("ship: offsets of %s/%d: %v %v", s.o.Topic, p, e.Err, b.Err)
+		}
+		if e.Offset > b.Offset {
+			at[p] = kgo.NewOffset().At(e.Offset - 1)
+		}
+	}
+	last := make(map[int32]uint64)
+	if len(at) == 0 {
+		return last, nil
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(s.o.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.o.Topic: at}),
+		kgo.DialTimeout(s.o.ConnectTimeout),
+	}
+	rd, err := kgo.NewClient(append(opts, s.o.ClientOptions...)...)
+	if err != nil {
+		return nil, fmt.Errorf("ship: kafka client: %w", err)
+	}
+	defer rd.Close()
+	for seen := make(map[int32]bool); len(seen) < len(at); {
+		fs := rd.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("ship: read back the last record of %d partitions of %q: %w", len(at)-len(seen), s.o.Topic, err)
+		}
+		for _, fe := range fs.Errors() {
+			return nil, fmt.Errorf("ship: read back %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			seen[r.Partition] = true
+			if seq, ok := s.ours(r); ok && seq > last[r.Partition] {
+				last[r.Partition] = seq
+			}
+		})
+	}
+	return last, nil
+}
+
+// ours returns the sequence number of r if this source wrote it.
+func (s *Shipper) ours(r *kgo.Record) (uint64, bool) {
+	var src, seq []byte
+	for _, h := range r.Headers {
+		switch h.Key {
+		case HeaderSource:
+			src = h.Value
+		case HeaderSeq:
+			seq = h.Value
+		}
+	}
+	if !bytes.Equal(src, s.src) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(seq), 10, 64)
+	return n, err == nil
+}
+
+// partition returns the partition rec goes to, and its key.
+func (s *Shipper) partition(rec []byte) (int32, []byte) {
+	if s.o.Key == nil {
+		return s.o.Partition, nil
+	}
+	key := s.o.Key(rec)
+	if key == nil {
+		return 0, nil
+	}
+	h := fnv.New32a()
+	h.Write(key)
+	return int32(h.Sum32() % uint32(s.nparts)), bytes.Clone(key)
+}
+
+// ship reads the cursor and produces each record, until the end of the
+// log at the start (without Follow), ctx is done, or a failure.
+func (s *Shipper) ship(ctx, prodCtx context.Context) error {
+	end := s.l.NextSeq()
+	next := s.c.Committed()
+	for s.o.Follow || next < end {
+		seq, rec, err := s.c.NextOrWake(ctx, s.failc)
+		switch {
+		case err == nil:
+		case errors.Is(err, wal.ErrWoken):
+			return nil // a failure; Run reports it
+		case ctx.Err() != nil:
+			return nil
+		default:
+			if _, gap := errors.AsType[*wal.GapError](err); gap {
+				continue // the cursor acked the lost records
+			}
+			return fmt.Errorf("ship: read %s: %w", s.l.Dir(), err)
+		}
+		next = seq + 1
+		p, key := s.partition(rec)
+		if seq <= s.last[p] {
+			s.skipped.Add(1)
+			_ = s.c.Ack(seq) // in the window: nothing is in flight below it
+			continue
+		}
+		r := &kgo.Record{
+			Topic: s.o.Topic, Partition: p, Key: key, Value: bytes.Clone(rec),
+			Headers: []kgo.RecordHeader{{Key: HeaderSource, Value: s.src}, {Key: HeaderSeq, Value: strconv.AppendUint(nil, seq, 10)}},
+		}
+		s.inFlight.Add(1)
+		s.mu.Lock()
+		s.mu.sent[seq] = time.Now()
+		s.mu.Unlock()
+		s.cl.Produce(prodCtx, r, func(r *kgo.Record, err error) { s.acked(seq, r, err) })
+	}
+	return nil
+}
+
+// acked is a record's promise: Kafka acknowledged it, or gave up on it.
+func (s *Shipper) acked(seq uint64, r *kgo.Record, err error) {
+	s.inFlight.Add(-1)
+	s.mu.Lock()
+	delete(s.mu.sent, seq)
+	s.mu.Unlock()
+	if err != nil {
+		s.prodErrs.Add(1)
+		s.setErr(fmt.Sprintf("produce seq %d: %v", seq, err))
+		s.failOnce.Do(func() {
+			s.failErr = fmt.Errorf("ship: Kafka refused record %d of %s: %w", seq, s.l.Dir(), err)
+			close(s.failc)
+		})
+		return
+	}
+	if err := s.c.Ack(seq); err != nil {
+		s.setErr(fmt.Sprintf("ack seq %d on the cursor: %v", seq, err))
+		return
+	}
+	s.shipped.Add(1)
+	s.bytes.Add(uint64(len(r.Value)))
+	s.lastAck.Store(time.Now().UnixNano())
+}
+
+// failure returns the first produce failure, nil if none.
+func (s *Shipper) failure() error {
+	select {
+	case <-s.failc:
+		return s.failErr
+	default:
+		return nil
+	}
+}

@@ -1,0 +1,309 @@
+package ship
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/appendlog/appendlog/wal"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func noErr(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cluster starts an in-process Kafka (kfake) with topic "t" of parts
+// partitions, listening on 127.0.0.1.
+func cluster(t *testing.T, parts int32) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "t"), kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+		return net.Listen(network, "127.0.0.1:0")
+	}))
+	noErr(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// record is the payload of record seq of the test logs.
+func record(seq uint64) []byte { return fmt.Appendf(nil, "key%d|record %d", seq%7, seq) }
+
+// openLog opens a log in a new directory holding n records.
+func openLog(t *testing.T, n int) *wal.Log {
+	t.Helper()
+	l, err := wal.Open(t.TempDir(), &wal.Options{SegmentSize: 1 << 20})
+	noErr(t, err)
+	t.Cleanup(func() { l.Close() })
+	appendN(t, l, n)
+	return l
+}
+
+func appendN(t *testing.T, l *wal.Log, n int) {
+	t.Helper()
+	for range n {
+		seq := l.NextSeq()
+		got, err := l.Append(record(seq))
+		noErr(t, err)
+		if got != seq {
+			t.Fatalf("appended seq %d, want %d", got, seq)
+		}
+	}
+}
+
+// shipped is what a topic holds, as seqs per partition in offset order.
+type shipped map[int32][]uint64
+
+// readTopic consumes every record of topic "t" with a separate client and
+// checks each: headers naming src and a seq, the payload of that seq.
+func readTopic(t *testing.T, c *kfake.Cluster, src string, want int) shipped {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	noErr(t, err)
+	defer cl.Close()
+	out := make(shipped)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := 0
+	for n < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records", n, want)
+		}
+		for _, fe := range fs.Errors() {
+			t.Fatalf("fetch %s/%d: %v", fe.Topic, fe.Partition, fe.Err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			var hsrc, hseq string
+			for _, h := range r.Headers {
+				switch h.Key {
+				case HeaderSource:
+					hsrc = string(h.Value)
+				case HeaderSeq:
+					hseq = string(h.Value)
+				}
+			}
+			seq, err := strconv.ParseUint(hseq, 10, 64)
+			if hsrc != src || err != nil {
+				t.Fatalf("record at %d/%d: headers source %q seq %q", r.Partition, r.Offset, hsrc, hseq)
+			}
+			if string(r.Value) != string(record(seq)) {
+				t.Fatalf("record %d: payload %q", seq, r.Value)
+			}
+			out[r.Partition] = append(out[r.Partition], seq)
+		})
+	}
+	// Nothing more arrives.
+	short, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel2()
+	if fs := cl.PollFetches(short); fs.NumRecords() != 0 {
+		t.Fatalf("%d records more than the %d expected", fs.NumRecords(), want)
+	}
+	return out
+}
+
+// exactlyOnce checks that the topic holds seqs 1..n once each, in order
+// within each partition.
+func exactlyOnce(t *testing.T, got shipped, n int) {
+	t.Helper()
+	seen := make(map[uint64]bool)
+	for p, seqs := range got {
+		for i, s := range seqs {
+			if seen[s] {
+				t.Fatalf("seq %d shipped twice", s)
+			}
+			seen[s] = true
+			if i > 0 && s <= seqs[i-1] {
+				t.Fatalf("partition %d: seq %d after %d", p, s, seqs[i-1])
+			}
+		}
+	}
+	for s := uint64(1); s <= uint64(n); s++ {
+		if !seen[s] {
+			t.Fatalf("seq %d missing", s)
+		}
+	}
+}
+
+func opts(c *kfake.Cluster) *KafkaOptions {
+	return &KafkaOptions{Brokers: c.ListenAddrs(), Topic: "t", Source: "src-1", ConnectTimeout: 5 * time.Second}
+}
+
+// TestShipExactlyOnce ships a log to one partition: every record once, in
+// order, with its headers; the cursor passes them all; a second run ships
+// nothing.
+func TestShipExactlyOnce(t *testing.T) {
+	c := cluster(t, 1)
+	l := openLog(t, 20000)
+	noErr(t, ToKafka(context.Background(), l, opts(c)))
+	exactlyOnce(t, readTopic(t, c, "src-1", 20000), 20000)
+	infos, err := l.Cursors()
+	noErr(t, err)
+	if len(infos) != 1 || infos[0].Name != DefaultCursor || infos[0].Committed != 20001 {
+		t.Fatalf("cursors after shipping: %+v", infos)
+	}
+	s, err := NewKafka(l, opts(c))
+	noErr(t, err)
+	noErr(t, s.Run(context.Background()))
+	st := s.Stats()
+	noErr(t, s.Close())
+	if st.Shipped != 0 || st.Skipped != 0 || st.Committed != 20001 || st.LagRecords != 0 {
+		t.Fatalf("second run: %+v", st)
+	}
+	appendN(t, l, 500)
+	noErr(t, ToKafka(context.Background(), l, opts(c)))
+	exactlyOnce(t, readTopic(t, c, "src-1", 20500), 20500)
+}
+
+// TestShipResumesWithoutDuplicates: a cursor checkpoint older than what
+// Kafka holds (a crash between Kafka's ack and the checkpoint) re-sends
+// nothing: the records already there are skipped, per partition for a
+// keyed topic.
+func TestShipResumesWithoutDuplicates(t *testing.T) {
+	for _, parts := range []int32{1, 3} {
+		t.Run(fmt.Sprintf("partitions=%d", parts), func(t *testing.T) {
+			c := cluster(t, parts)
+			l := openLog(t, 5000)
+			o := opts(c)
+			if parts > 1 {
+				o.Key = func(rec []byte) []byte { return rec[:4] }
+			}
+			noErr(t, ToKafka(context.Background(), l, o))
+			appendN(t, l, 3000)
+			// Lose the checkpoint: the cursor goes back to seq 1001.
+			cur, err := l.Cursor(DefaultCursor)
+			noErr(t, err)
+			noErr(t, cur.Seek(1001))
+			noErr(t, cur.Close())
+			s, err := NewKafka(l, o)
+			noErr(t, err)
+			noErr(t, s.Run(context.Background()))
+			st := s.Stats()
+			noErr(t, s.Close())
+			if st.Skipped != 4000 || st.Shipped != 3000 {
+				t.Fatalf("resumed run: %+v, want 4000 skipped and 3000 shipped", st)
+			}
+			got := readTopic(t, c, "src-1", 8000)
+			exactlyOnce(t, got, 8000)
+			if parts > 1 && len(got) != int(parts) {
+				t.Fatalf("keyed records went to %d partitions of %d", len(got), parts)
+			}
+		})
+	}
+}
+
+// TestShipAnotherWritersRecordIsAtLeastOnce: when a partition's last
+// record is not this source's, the shipper cannot tell what it sent: it
+// sends from its checkpoint again (at least once), and says so by
+// skipping nothing.
+func TestShipAnotherWritersRecordIsAtLeastOnce(t *testing.T) {
+	c := cluster(t, 1)
+	l := openLog(t, 100)
+	noErr(t, ToKafka(context.Background(), l, opts(c)))
+	o := opts(c)
+	o.Source = "src-2"
+	cur, err := l.Cursor(DefaultCursor)
+	noErr(t, err)
+	noErr(t, cur.Seek(51))
+	noErr(t, cur.Close())
+	s, err := NewKafka(l, o)
+	noErr(t, err)
+	noErr(t, s.Run(context.Background()))
+	st := s.Stats()
+	noErr(t, s.Close())
+	if st.Skipped != 0 || st.Shipped != 50 {
+		t.Fatalf("another source's run: %+v", st)
+	}
+}
+
+// TestShipFollow ships records appended while it runs, and on ctx's end
+// finishes what is in flight and commits.
+func TestShipFollow(t *testing.T) {
+	c := cluster(t, 1)
+	l := openLog(t, 100)
+	o := opts(c)
+	o.Follow = true
+	s, err := NewKafka(l, o)
+	noErr(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	for range 10 {
+		appendN(t, l, 100)
+		time.Sleep(5 * time.Millisecond)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Stats().Shipped < 1100 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	noErr(t, <-done)
+	st := s.Stats()
+	noErr(t, s.Close())
+	if st.Shipped != 1100 || st.Committed != 1101 {
+		t.Fatalf("follow: %+v", st)
+	}
+	exactlyOnce(t, readTopic(t, c, "src-1", 1100), 1100)
+}
+
+// TestShipErrors: a bad broker address, a missing topic, a partition the
+// topic does not have and bad options are clear errors.
+func TestShipErrors(t *testing.T) {
+	c := cluster(t, 1)
+	l := openLog(t, 10)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	noErr(t, err)
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	o := &KafkaOptions{Brokers: []string{dead}, Topic: "t", ConnectTimeout: time.Second}
+	err = ToKafka(context.Background(), l, o)
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), dead) {
+		t.Fatalf("unreachable broker: %v", err)
+	}
+
+	o = opts(c)
+	o.Topic = "missing"
+	err = ToKafka(context.Background(), l, o)
+	if !errors.Is(err, ErrTopicMissing) || !strings.Contains(err.Error(), `"missing"`) || !strings.Contains(err.Error(), "--create-topic") {
+		t.Fatalf("missing topic: %v", err)
+	}
+
+	o = opts(c)
+	o.Partition = 3
+	if err := ToKafka(context.Background(), l, o); err == nil || !strings.Contains(err.Error(), "no partition 3") {
+		t.Fatalf("partition 3 of 1: %v", err)
+	}
+
+	for _, bad := range []*KafkaOptions{
+		{Topic: "t"},
+		{Brokers: c.ListenAddrs()},
+		{Brokers: c.ListenAddrs(), Topic: "t", Compression: "gzip9"},
+		{Brokers: c.ListenAddrs(), Topic: "t", Partition: -1},
+	} {
+		if _, err := NewKafka(l, bad); err == nil {
+			t.Fatalf("NewKafka(%+v) succeeded", bad)
+		}
+	}
+	// Nothing was shipped and the cursor did not move.
+	infos, err := l.Cursors()
+	noErr(t, err)
+	for _, in := range infos {
+		if in.Committed != 1 {
+			t.Fatalf("cursor after failed runs: %+v", in)
+		}
+	}
+}
