@@ -70,11 +70,17 @@ type shipped map[int32][]uint64
 // checks each: headers naming src and a seq, the payload of that seq.
 func readTopic(t *testing.T, c *kfake.Cluster, src string, want int) shipped {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	return readTopicAt(t, c.ListenAddrs(), src, want)
+}
+
+// readTopicAt is readTopic of the brokers at addrs.
+func readTopicAt(t *testing.T, addrs []string, src string, want int) shipped {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics("t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20))
 	noErr(t, err)
 	defer cl.Close()
 	out := make(shipped)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	n := 0
 	for n < want {
