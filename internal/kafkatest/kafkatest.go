@@ -40,10 +40,10 @@ type Broker struct {
 	// Addr is the broker's client listener, 127.0.0.1:PORT.
 	Addr string
 
-	t          testing.TB
-	jars       string
-	dir        string // config and data
-	ctrl       string // controller listener
+	t      testing.TB
+	jars   string
+	dir    string // config and data
+	ctrl   string // controller listener
 	mu     sync.Mutex
 	cmd    *exec.Cmd     // Protected by mu.
 	exited chan struct{} // closed when cmd exits. Protected by mu.
