@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math/bits"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -136,14 +137,19 @@ type Shipper struct {
 	connErrs, prodErrs      atomic.Uint64
 	lastAck                 atomic.Int64 // Unix ns
 
+	// sentAt holds when each record in flight was sent (Unix ns), at
+	// seq&sentMask: the records in flight are fewer than its length.
+	sentAt   []atomic.Int64
+	sentMask uint64
+
 	mu struct {
 		sync.Mutex
 		lastErr string
-		sent    map[uint64]time.Time // seq -> when sent, for OldestInFlight
 	}
 	failOnce sync.Once
-	failErr  error         // the first produce failure; set before failc is closed
-	failc    chan struct{} // closed on the first produce failure
+	failErr  error                    // the first produce failure; set before failc is closed
+	failc    chan struct{}            // closed on the first produce failure
+	promise  func(*kgo.Record, error) // s.acked, made once
 }
 
 // ToKafka ships l to Kafka until ctx is done (with Follow) or every record
@@ -200,7 +206,9 @@ func NewKafka(l *wal.Log, opts *KafkaOptions) (*Shipper, error) {
 		o.Source = abs
 	}
 	s := &Shipper{l: l, o: o, src: []byte(o.Source), failc: make(chan struct{})}
-	s.mu.sent = make(map[uint64]time.Time)
+	s.promise = s.acked
+	n := 1 << bits.Len(uint(o.MaxInFlightRecords))
+	s.sentAt, s.sentMask = make([]atomic.Int64, n), uint64(n-1)
 	// Records in flight are within MaxInFlightRecords of the committed
 	// position: the cursor's ack window needs no more.
 	s.c, err = l.CursorWith(o.Cursor, &wal.CursorOptions{AckWindow: o.MaxInFlightRecords})
@@ -279,10 +287,12 @@ func (s *Shipper) Stats() Stats {
 	}
 	s.mu.Lock()
 	st.LastError = s.mu.lastErr
-	if t, ok := s.mu.sent[st.Committed]; ok {
-		st.OldestInFlight = time.Since(t)
-	}
 	s.mu.Unlock()
+	if st.InFlight > 0 {
+		if ns := s.sentAt[st.Committed&s.sentMask].Load(); ns != 0 {
+			st.OldestInFlight = max(time.Since(time.Unix(0, ns)), 0)
+		}
+	}
 	return st
 }
 
@@ -495,20 +505,17 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 			Headers: []kgo.RecordHeader{{Key: HeaderSource, Value: s.src}, {Key: HeaderSeq, Value: strconv.AppendUint(nil, seq, 10)}},
 		}
 		s.inFlight.Add(1)
-		s.mu.Lock()
-		s.mu.sent[seq] = time.Now()
-		s.mu.Unlock()
-		s.cl.Produce(prodCtx, r, func(r *kgo.Record, err error) { s.acked(seq, r, err) })
+		s.sentAt[seq&s.sentMask].Store(time.Now().UnixNano())
+		s.cl.Produce(prodCtx, r, s.promise)
 	}
 	return nil
 }
 
-// acked is a record's promise: Kafka acknowledged it, or gave up on it.
-func (s *Shipper) acked(seq uint64, r *kgo.Record, err error) {
+// acked is a record's promise (s.promise): Kafka acknowledged it, or gave
+// up on it.
+func (s *Shipper) acked(r *kgo.Record, err error) {
+	seq := seqOf(r)
 	s.inFlight.Add(-1)
-	s.mu.Lock()
-	delete(s.mu.sent, seq)
-	s.mu.Unlock()
 	if err != nil {
 		s.prodErrs.Add(1)
 		s.setErr(fmt.Sprintf("produce seq %d: %v", seq, err))
@@ -525,6 +532,16 @@ func (s *Shipper) acked(seq uint64, r *kgo.Record, err error) {
 	s.shipped.Add(1)
 	s.bytes.Add(uint64(len(r.Value)))
 	s.lastAck.Store(time.Now().UnixNano())
+}
+
+// seqOf returns the sequence number in r's HeaderSeq, which ship wrote
+// (the last header; decimal digits).
+func seqOf(r *kgo.Record) uint64 {
+	var n uint64
+	for _, c := range r.Headers[len(r.Headers)-1].Value {
+		n = n*10 + uint64(c-'0')
+	}
+	return n
 }
 
 // failure returns the first produce failure, nil if none.

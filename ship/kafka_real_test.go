@@ -1,12 +1,18 @@
 package ship
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/appendlog/appendlog/internal/kafkatest"
+	"github.com/appendlog/appendlog/wal"
 )
 
 // TestRealKafkaExactlyOnce ships a million records to a real Kafka broker
@@ -91,4 +97,75 @@ func TestRealKafkaBrokerRestart(t *testing.T) {
 		t.Fatalf("after the restart: %+v, want %d shipped", st, total)
 	}
 	exactlyOnce(t, readTopicAt(t, []string{b.Addr}, "src-1", int(total)), int(total))
+}
+
+// BenchmarkShip ships b.N records of 128 B or 1 KiB from a log to a real
+// Kafka broker (the timed region includes the final flush and the cursor
+// commit), against the baseline: franz-go producing the same records, with
+// the same headers and settings, from memory to the same broker, in the
+// same run. Each run writes a new topic.
+func BenchmarkShip(b *testing.B) {
+	kb := kafkatest.Start(b)
+	topics := 0
+	newTopic := func() string {
+		topics++
+		name := fmt.Sprintf("bench%d", topics)
+		kb.CreateTopic(name, 1)
+		return name
+	}
+	for _, size := range []int{128, 1024} {
+		rec := bytes.Repeat([]byte("x"), size)
+		b.Run(fmt.Sprintf("size=%d/ship", size), func(b *testing.B) {
+			l, err := wal.Open(b.TempDir(), nil)
+			noErr(b, err)
+			defer l.Close()
+			for range b.N {
+				_, err := l.Append(rec)
+				noErr(b, err)
+			}
+			noErr(b, l.Flush(context.Background()))
+			o := &KafkaOptions{Brokers: []string{kb.Addr}, Topic: newTopic(), Source: "bench"}
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			s, err := NewKafka(l, o)
+			noErr(b, err)
+			noErr(b, s.Run(context.Background()))
+			b.StopTimer()
+			st := s.Stats()
+			noErr(b, s.Close())
+			if st.Shipped != uint64(b.N) {
+				b.Fatalf("shipped %d of %d", st.Shipped, b.N)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
+		b.Run(fmt.Sprintf("size=%d/kgo", size), func(b *testing.B) {
+			topic := newTopic()
+			cl, err := kgo.NewClient(kgo.SeedBrokers(kb.Addr), kgo.DefaultProduceTopic(topic),
+				kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
+				kgo.ProducerBatchCompression(kgo.ZstdCompression()), kgo.ProducerLinger(DefaultLinger),
+				kgo.MaxBufferedRecords(DefaultMaxInFlightRecords), kgo.MaxBufferedBytes(DefaultMaxInFlightBytes))
+			noErr(b, err)
+			defer cl.Close()
+			src := []byte("bench")
+			var acked, failed atomic.Int64
+			promise := func(_ *kgo.Record, err error) {
+				if err != nil {
+					failed.Add(1)
+				}
+				acked.Add(1)
+			}
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			for i := range b.N {
+				cl.Produce(context.Background(), &kgo.Record{Topic: topic, Value: bytes.Clone(rec),
+					Headers: []kgo.RecordHeader{{Key: HeaderSource, Value: src}, {Key: HeaderSeq, Value: strconv.AppendUint(nil, uint64(i+1), 10)}}}, promise)
+			}
+			noErr(b, cl.Flush(context.Background()))
+			b.StopTimer()
+			if acked.Load() != int64(b.N) || failed.Load() != 0 {
+				b.Fatalf("acked %d of %d, %d failed", acked.Load(), b.N, failed.Load())
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
 }
