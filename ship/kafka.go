@@ -150,6 +150,8 @@ type Shipper struct {
 	failErr  error                    // the first produce failure; set before failc is closed
 	failc    chan struct{}            // closed on the first produce failure
 	promise  func(*kgo.Record, error) // s.acked, made once
+	// onAck, if set (tests), is called with each record Kafka acknowledged.
+	onAck func(seq uint64)
 }
 
 // ToKafka ships l to Kafka until ctx is done (with Follow) or every record
@@ -532,6 +534,9 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 	s.shipped.Add(1)
 	s.bytes.Add(uint64(len(r.Value)))
 	s.lastAck.Store(time.Now().UnixNano())
+	if s.onAck != nil {
+		s.onAck(seq)
+	}
 }
 
 // seqOf returns the sequence number in r's HeaderSeq, which ship wrote

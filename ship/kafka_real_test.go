@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -167,5 +168,70 @@ func BenchmarkShip(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 		})
+	}
+}
+
+// BenchmarkShipLag appends 128-byte records at a steady 100,000 a second
+// for five seconds while a following shipper ships them to a real broker,
+// and reports the lag from Append's return to Kafka's acknowledgement:
+// p50 and p99 over every record. Run it with -benchtime 1x.
+func BenchmarkShipLag(b *testing.B) {
+	const rate, run = 100_000, 5 * time.Second
+	kb := kafkatest.Start(b)
+	kb.CreateTopic("lag", 1)
+	for range b.N {
+		l, err := wal.Open(b.TempDir(), nil)
+		noErr(b, err)
+		n := int(rate * run.Seconds())
+		appended := make([]atomic.Int64, n+1)
+		acked := make([]atomic.Int64, n+1)
+		s, err := NewKafka(l, &KafkaOptions{Brokers: []string{kb.Addr}, Topic: "lag", Source: "lag", Follow: true})
+		noErr(b, err)
+		s.onAck = func(seq uint64) {
+			if seq >= 2 && seq <= uint64(n)+1 {
+				acked[seq-1].Store(time.Now().UnixNano())
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		rec := bytes.Repeat([]byte("x"), 128)
+		// Warm up: the client connects and gets its producer ID with the
+		// first record, which is not measured.
+		_, err = l.Append(rec)
+		noErr(b, err)
+		for s.Stats().Shipped < 1 {
+			time.Sleep(time.Millisecond)
+		}
+		start := time.Now()
+		for i := 1; i <= n; i++ {
+			if d := time.Duration(i)*time.Second/rate - time.Since(start); d > 200*time.Microsecond {
+				time.Sleep(d)
+			}
+			seq, err := l.Append(rec)
+			noErr(b, err)
+			appended[seq-1].Store(time.Now().UnixNano())
+		}
+		deadline := time.Now().Add(time.Minute)
+		for s.Stats().Shipped < uint64(n)+1 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+		noErr(b, <-done)
+		noErr(b, s.Close())
+		noErr(b, l.Close())
+		lags := make([]time.Duration, 0, n)
+		for i := 1; i <= n; i++ {
+			a, k := appended[i].Load(), acked[i].Load()
+			if k == 0 {
+				b.Fatalf("record %d was not acknowledged", i+1)
+			}
+			lags = append(lags, time.Duration(max(k-a, 0)))
+		}
+		slices.Sort(lags)
+		b.Logf("lag p50 %v p90 %v p95 %v p99 %v max %v", lags[len(lags)/2], lags[len(lags)*90/100], lags[len(lags)*95/100], lags[len(lags)*99/100], lags[len(lags)-1])
+		b.ReportMetric(float64(lags[len(lags)/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds()), "p99-µs")
+		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
 	}
 }
