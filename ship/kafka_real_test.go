@@ -28,12 +28,7 @@ func TestRealKafkaExactlyOnce(t *testing.T) {
 	start := time.Now()
 	noErr(t, ToKafka(context.Background(), l, o))
 	t.Logf("shipped %d records in %v", n, time.Since(start))
-	s, err := NewKafka(l, o)
-	noErr(t, err)
-	noErr(t, s.Run(context.Background()))
-	st := s.Stats()
-	noErr(t, s.Close())
-	if st.Shipped != 0 || st.Committed != n+1 {
+	if st := runOnce(t, l, o); st.Shipped != 0 || st.Committed != n+1 {
 		t.Fatalf("second run: %+v", st)
 	}
 	exactlyOnce(t, readTopicAt(t, []string{b.Addr}, "src-1", n), n)

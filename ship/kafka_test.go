@@ -144,6 +144,27 @@ func exactlyOnce(t *testing.T, got shipped, n int) {
 	}
 }
 
+// runOnce runs a shipper on l to the end and returns its stats.
+func runOnce(t *testing.T, l *wal.Log, o *KafkaOptions) Stats {
+	t.Helper()
+	s, err := NewKafka(l, o)
+	noErr(t, err)
+	noErr(t, s.Run(context.Background()))
+	st := s.Stats()
+	noErr(t, s.Close())
+	return st
+}
+
+// rewind moves the shipper's cursor back to seq, as a lost checkpoint
+// would leave it.
+func rewind(t *testing.T, l *wal.Log, seq uint64) {
+	t.Helper()
+	cur, err := l.Cursor(DefaultCursor)
+	noErr(t, err)
+	noErr(t, cur.Seek(seq))
+	noErr(t, cur.Close())
+}
+
 func opts(c *kfake.Cluster) *KafkaOptions {
 	return &KafkaOptions{Brokers: c.ListenAddrs(), Topic: "t", Source: "src-1", ConnectTimeout: 5 * time.Second}
 }
@@ -161,11 +182,7 @@ func TestShipExactlyOnce(t *testing.T) {
 	if len(infos) != 1 || infos[0].Name != DefaultCursor || infos[0].Committed != 20001 {
 		t.Fatalf("cursors after shipping: %+v", infos)
 	}
-	s, err := NewKafka(l, opts(c))
-	noErr(t, err)
-	noErr(t, s.Run(context.Background()))
-	st := s.Stats()
-	noErr(t, s.Close())
+	st := runOnce(t, l, opts(c))
 	if st.Shipped != 0 || st.Skipped != 0 || st.Committed != 20001 || st.LagRecords != 0 {
 		t.Fatalf("second run: %+v", st)
 	}
@@ -189,16 +206,8 @@ func TestShipResumesWithoutDuplicates(t *testing.T) {
 			}
 			noErr(t, ToKafka(context.Background(), l, o))
 			appendN(t, l, 3000)
-			// Lose the checkpoint: the cursor goes back to seq 1001.
-			cur, err := l.Cursor(DefaultCursor)
-			noErr(t, err)
-			noErr(t, cur.Seek(1001))
-			noErr(t, cur.Close())
-			s, err := NewKafka(l, o)
-			noErr(t, err)
-			noErr(t, s.Run(context.Background()))
-			st := s.Stats()
-			noErr(t, s.Close())
+			rewind(t, l, 1001) // the checkpoint was lost
+			st := runOnce(t, l, o)
 			if st.Skipped != 4000 || st.Shipped != 3000 {
 				t.Fatalf("resumed run: %+v, want 4000 skipped and 3000 shipped", st)
 			}
@@ -221,15 +230,8 @@ func TestShipAnotherWritersRecordIsAtLeastOnce(t *testing.T) {
 	noErr(t, ToKafka(context.Background(), l, opts(c)))
 	o := opts(c)
 	o.Source = "src-2"
-	cur, err := l.Cursor(DefaultCursor)
-	noErr(t, err)
-	noErr(t, cur.Seek(51))
-	noErr(t, cur.Close())
-	s, err := NewKafka(l, o)
-	noErr(t, err)
-	noErr(t, s.Run(context.Background()))
-	st := s.Stats()
-	noErr(t, s.Close())
+	rewind(t, l, 51)
+	st := runOnce(t, l, o)
 	if st.Skipped != 0 || st.Shipped != 50 {
 		t.Fatalf("another source's run: %+v", st)
 	}
