@@ -149,6 +149,8 @@ type Shipper struct {
 	failOnce sync.Once
 	failErr  error                    // the first produce failure; set before failc is closed
 	failc    chan struct{}            // closed on the first produce failure
+	ackc     chan struct{}            // signalled (without blocking) after each ack
+	window   uint64                   // the cursor's ack window
 	promise  func(*kgo.Record, error) // s.acked, made once
 	// onAck, if set (tests), is called with each record Kafka acknowledged.
 	onAck func(seq uint64)
@@ -207,13 +209,16 @@ func NewKafka(l *wal.Log, opts *KafkaOptions) (*Shipper, error) {
 		}
 		o.Source = abs
 	}
-	s := &Shipper{l: l, o: o, src: []byte(o.Source), failc: make(chan struct{})}
+	s := &Shipper{l: l, o: o, src: []byte(o.Source), failc: make(chan struct{}), ackc: make(chan struct{}, 1)}
 	s.promise = s.acked
 	n := 1 << bits.Len(uint(o.MaxInFlightRecords))
 	s.sentAt, s.sentMask = make([]atomic.Int64, n), uint64(n-1)
-	// Records in flight are within MaxInFlightRecords of the committed
-	// position: the cursor's ack window needs no more.
-	s.c, err = l.CursorWith(o.Cursor, &wal.CursorOptions{AckWindow: o.MaxInFlightRecords})
+	// Acks may come out of order across partitions: the cursor's window
+	// bounds how far above the committed position they reach, and ship
+	// waits for room before it sends, so the records in flight are within
+	// n of the committed position (each has its own slot of sentAt).
+	s.window = uint64(n)
+	s.c, err = l.CursorWith(o.Cursor, &wal.CursorOptions{AckWindow: n})
 	if err != nil {
 		return nil, fmt.Errorf("ship: cursor %q: %w", o.Cursor, err)
 	}
@@ -496,6 +501,16 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 			return fmt.Errorf("ship: read %s: %w", s.l.Dir(), err)
 		}
 		next = seq + 1
+		// A partition that lags keeps the committed position down while
+		// others are acked: wait until seq is within the cursor's window.
+		for seq-s.c.Committed() >= s.window {
+			select {
+			case <-s.ackc:
+			case <-s.failc:
+				return nil
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
 		p, key := s.partition(rec)
 		if seq <= s.last[p] {
 			s.skipped.Add(1)
@@ -534,6 +549,10 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 	s.shipped.Add(1)
 	s.bytes.Add(uint64(len(r.Value)))
 	s.lastAck.Store(time.Now().UnixNano())
+	select {
+	case s.ackc <- struct{}{}:
+	default:
+	}
 	if s.onAck != nil {
 		s.onAck(seq)
 	}

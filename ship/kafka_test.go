@@ -315,3 +315,19 @@ func TestShipErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestShipKeyedSmallWindow: with keys over 3 partitions, acks come out of
+// order; with few records in flight the shipper waits for room in its
+// cursor's window instead of failing an ack, and commits every record.
+func TestShipKeyedSmallWindow(t *testing.T) {
+	c := cluster(t, 3)
+	l := openLog(t, 5000)
+	o := opts(c)
+	o.Key = func(rec []byte) []byte { return rec[:4] }
+	o.MaxInFlightRecords = 8
+	st := runOnce(t, l, o)
+	if st.Shipped != 5000 || st.Committed != 5001 || st.LastError != "" {
+		t.Fatalf("keyed with 8 in flight: %+v", st)
+	}
+	exactlyOnce(t, readTopic(t, c, "src-1", 5000), 5000)
+}
