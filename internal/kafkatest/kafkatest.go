@@ -27,6 +27,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/appendlog/appendlog/internal/sys"
 )
 
 // Version is the Kafka release the pom fetches.
@@ -93,7 +95,7 @@ func (b *Broker) start() {
 	cmd := exec.Command("java", "-Xmx512m", "-cp", filepath.Join(b.jars, "*"), "kafka.Kafka", filepath.Join(b.dir, "server.properties"))
 	logs := &lockedWriter{}
 	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlives the test
+	sys.DieWithParent(cmd) // never outlives the test
 	if err := cmd.Start(); err != nil {
 		b.t.Fatalf("kafkatest: start the broker: %v", err)
 	}

@@ -1,5 +1,7 @@
 package sys
 
+import "os/exec"
+
 // ProcStart reports whether process pid is alive (it exists and is not a
 // zombie) and, if so, its start time in clock ticks since boot (field 22 of
 // /proc/PID/stat on Linux). A pid and its start time together name one
@@ -8,3 +10,9 @@ package sys
 func ProcStart(pid int) (start uint64, alive bool) {
 	return procStart(pid)
 }
+
+// DieWithParent arranges for the process cmd will start to be killed
+// (SIGKILL) when the thread that starts it exits, so that a helper a test
+// starts never outlives a test process that was killed. Where the platform
+// cannot (anything but Linux), it does nothing. Call it before cmd.Start.
+func DieWithParent(cmd *exec.Cmd) { dieWithParent(cmd) }

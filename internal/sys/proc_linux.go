@@ -5,7 +5,9 @@ package sys
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"strconv"
+	"syscall"
 )
 
 func procStart(pid int) (uint64, bool) {
@@ -41,4 +43,11 @@ func parseStat(b []byte) (uint64, bool) {
 		return 0, false
 	}
 	return st, true
+}
+
+func dieWithParent(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 }
