@@ -70,7 +70,10 @@ type KafkaOptions struct {
 	Linger time.Duration
 	// MaxInFlightRecords and MaxInFlightBytes bound what was sent to the
 	// producer and not yet acknowledged. Defaults DefaultMaxInFlightRecords
-	// and DefaultMaxInFlightBytes.
+	// and DefaultMaxInFlightBytes. The shipper keeps a buffer per record in
+	// flight (MaxInFlightRecords rounded up to a power of two of them, each
+	// as large as the largest record it held), reused from record to
+	// record.
 	MaxInFlightRecords int
 	MaxInFlightBytes   int
 	// Source is the log's identity in HeaderSource. Default: the log's
@@ -137,9 +140,12 @@ type Shipper struct {
 	connErrs, prodErrs      atomic.Uint64
 	lastAck                 atomic.Int64 // Unix ns
 
-	// sentAt holds when each record in flight was sent (Unix ns), at
-	// seq&sentMask: the records in flight are fewer than its length.
+	// sentAt holds when each record in flight was sent (Unix ns), and
+	// out the record itself, at seq&sentMask: the records in flight are
+	// within the cursor's window of the committed position (see ship), so
+	// a slot is reused only once its record was acknowledged.
 	sentAt   []atomic.Int64
+	out      []outRecord
 	sentMask uint64
 
 	mu struct {
@@ -211,8 +217,8 @@ func NewKafka(l *wal.Log, opts *KafkaOptions) (*Shipper, error) {
 	}
 	s := &Shipper{l: l, o: o, src: []byte(o.Source), failc: make(chan struct{}), ackc: make(chan struct{}, 1)}
 	s.promise = s.acked
-	n := 1 << bits.Len(uint(o.MaxInFlightRecords))
-	s.sentAt, s.sentMask = make([]atomic.Int64, n), uint64(n-1)
+	n := 1 << bits.Len(uint(o.MaxInFlightRecords-1)) // a power of two, at least MaxInFlightRecords
+	s.sentAt, s.out, s.sentMask = make([]atomic.Int64, n), make([]outRecord, n), uint64(n-1)
 	// Acks may come out of order across partitions: the cursor's window
 	// bounds how far above the committed position they reach, and ship
 	// waits for room before it sends, so the records in flight are within
@@ -517,13 +523,13 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 			_ = s.c.Ack(seq) // in the window: nothing is in flight below it
 			continue
 		}
-		r := &kgo.Record{
-			Topic: s.o.Topic, Partition: p, Key: key, Value: bytes.Clone(rec),
-			Headers: []kgo.RecordHeader{{Key: HeaderSource, Value: s.src}, {Key: HeaderSeq, Value: strconv.AppendUint(nil, seq, 10)}},
-		}
+		o := &s.out[seq&s.sentMask]
+		o.val = append(o.val[:0], rec...)
+		o.hdr = [2]kgo.RecordHeader{{Key: HeaderSource, Value: s.src}, {Key: HeaderSeq, Value: strconv.AppendUint(o.seq[:0], seq, 10)}}
+		o.r = kgo.Record{Topic: s.o.Topic, Partition: p, Key: key, Value: o.val, Headers: o.hdr[:]}
 		s.inFlight.Add(1)
 		s.sentAt[seq&s.sentMask].Store(time.Now().UnixNano())
-		s.cl.Produce(prodCtx, r, s.promise)
+		s.cl.Produce(prodCtx, &o.r, s.promise)
 	}
 	return nil
 }
@@ -542,12 +548,14 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 		})
 		return
 	}
+	// Once acked on the cursor, r's slot may be reused: read it first.
+	size := len(r.Value)
 	if err := s.c.Ack(seq); err != nil {
 		s.setErr(fmt.Sprintf("ack seq %d on the cursor: %v", seq, err))
 		return
 	}
 	s.shipped.Add(1)
-	s.bytes.Add(uint64(len(r.Value)))
+	s.bytes.Add(uint64(size))
 	s.lastAck.Store(time.Now().UnixNano())
 	select {
 	case s.ackc <- struct{}{}:
@@ -556,6 +564,14 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 	if s.onAck != nil {
 		s.onAck(seq)
 	}
+}
+
+// outRecord is a record in flight and the buffers it points into.
+type outRecord struct {
+	r   kgo.Record
+	hdr [2]kgo.RecordHeader
+	seq [20]byte
+	val []byte
 }
 
 // seqOf returns the sequence number in r's HeaderSeq, which ship wrote
