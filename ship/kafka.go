@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/bits"
 	"net"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/appendlog/appendlog/stream"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -127,8 +129,7 @@ type Stats struct {
 // Shipper ships one log to Kafka. Run it once; Stats may be called
 // concurrently.
 type Shipper struct {
-	l      *wal.Log
-	c      *wal.Cursor
+	in     source
 	o      KafkaOptions
 	src    []byte
 	cl     *kgo.Client
@@ -155,6 +156,7 @@ type Shipper struct {
 	failOnce sync.Once
 	failErr  error                    // the first produce failure; set before failc is closed
 	failc    chan struct{}            // closed on the first produce failure
+	stopRead context.CancelFunc       // ends the read loop's wait on a failure
 	ackc     chan struct{}            // signalled (without blocking) after each ack
 	window   uint64                   // the cursor's ack window
 	promise  func(*kgo.Record, error) // s.acked, made once
@@ -173,11 +175,49 @@ func ToKafka(ctx context.Context, l *wal.Log, opts *KafkaOptions) error {
 	return errors.Join(err, s.Close())
 }
 
-// NewKafka opens the shipper's cursor on l and its Kafka client; it does
-// not contact Kafka yet.
+// NewKafka opens the shipper's cursor (KafkaOptions.Cursor) on l and its
+// Kafka client; it does not contact Kafka yet.
 func NewKafka(l *wal.Log, opts *KafkaOptions) (*Shipper, error) {
-	if l == nil || opts == nil {
-		return nil, errors.New("ship: a log and options are required")
+	if l == nil {
+		return nil, errors.New("ship: a log is required")
+	}
+	return newShipper(opts, math.MaxInt, func(o *KafkaOptions, window int) (source, string, error) {
+		abs, err := filepath.Abs(l.Dir())
+		if err != nil {
+			return nil, "", fmt.Errorf("ship: source name: %w", err)
+		}
+		c, err := l.CursorWith(o.Cursor, &wal.CursorOptions{AckWindow: window})
+		if err != nil {
+			return nil, "", fmt.Errorf("ship: cursor %q: %w", o.Cursor, err)
+		}
+		return &walSource{l: l, c: c}, abs, nil
+	})
+}
+
+// NewKafkaFromGroup is NewKafka for a stream: it reads s through the
+// consumer group named KafkaOptions.Cursor, of which the shipper must be
+// the only member (a record it waits on is never handed out again: the
+// group's AckWait is unbounded). MaxInFlightRecords is at most
+// stream.MaxAckPending. The default Source is "stream:" and the stream's
+// name.
+func NewKafkaFromGroup(s *stream.Stream, opts *KafkaOptions) (*Shipper, error) {
+	if s == nil {
+		return nil, errors.New("ship: a stream is required")
+	}
+	return newShipper(opts, stream.MaxAckPending, func(o *KafkaOptions, window int) (source, string, error) {
+		g, err := s.Group(o.Cursor, &stream.GroupOptions{AckWait: _groupAckWait, MaxAckPending: window})
+		if err != nil {
+			return nil, "", fmt.Errorf("ship: group %q of stream %s: %w", o.Cursor, s.Name(), err)
+		}
+		return &groupSource{s: s, g: g}, "stream:" + s.Name(), nil
+	})
+}
+
+// newShipper fills in opts' defaults, opens the source with open (given
+// the ack window it needs, at most maxWindow) and the Kafka client.
+func newShipper(opts *KafkaOptions, maxWindow int, open func(o *KafkaOptions, window int) (source, string, error)) (*Shipper, error) {
+	if opts == nil {
+		return nil, errors.New("ship: options are required")
 	}
 	o := *opts
 	if len(o.Brokers) == 0 || o.Topic == "" {
@@ -196,6 +236,7 @@ func NewKafka(l *wal.Log, opts *KafkaOptions) (*Shipper, error) {
 	if o.MaxInFlightRecords <= 0 {
 		o.MaxInFlightRecords = DefaultMaxInFlightRecords
 	}
+	o.MaxInFlightRecords = min(o.MaxInFlightRecords, maxWindow)
 	if o.MaxInFlightBytes <= 0 {
 		o.MaxInFlightBytes = DefaultMaxInFlightBytes
 	}
@@ -208,26 +249,22 @@ func NewKafka(l *wal.Log, opts *KafkaOptions) (*Shipper, error) {
 	if o.FlushTimeout <= 0 {
 		o.FlushTimeout = DefaultFlushTimeout
 	}
-	if o.Source == "" {
-		abs, err := filepath.Abs(l.Dir())
-		if err != nil {
-			return nil, fmt.Errorf("ship: source name: %w", err)
-		}
-		o.Source = abs
-	}
-	s := &Shipper{l: l, o: o, src: []byte(o.Source), failc: make(chan struct{}), ackc: make(chan struct{}, 1)}
-	s.promise = s.acked
+	// Acks may come out of order across partitions: the source's ack
+	// window bounds how far above the committed position they reach, and
+	// ship waits for room before it sends, so the records in flight are
+	// within n of the committed position (each has its own slot of sentAt
+	// and out).
 	n := 1 << bits.Len(uint(o.MaxInFlightRecords-1)) // a power of two, at least MaxInFlightRecords
-	s.sentAt, s.out, s.sentMask = make([]atomic.Int64, n), make([]outRecord, n), uint64(n-1)
-	// Acks may come out of order across partitions: the cursor's window
-	// bounds how far above the committed position they reach, and ship
-	// waits for room before it sends, so the records in flight are within
-	// n of the committed position (each has its own slot of sentAt).
-	s.window = uint64(n)
-	s.c, err = l.CursorWith(o.Cursor, &wal.CursorOptions{AckWindow: n})
+	in, id, err := open(&o, n)
 	if err != nil {
-		return nil, fmt.Errorf("ship: cursor %q: %w", o.Cursor, err)
+		return nil, err
 	}
+	if o.Source == "" {
+		o.Source = id
+	}
+	s := &Shipper{in: in, o: o, src: []byte(o.Source), failc: make(chan struct{}), ackc: make(chan struct{}, 1)}
+	s.promise = s.acked
+	s.sentAt, s.out, s.sentMask, s.window = make([]atomic.Int64, n), make([]outRecord, n), uint64(n-1), uint64(n)
 	kopts := []kgo.Opt{
 		kgo.SeedBrokers(o.Brokers...),
 		kgo.DefaultProduceTopic(o.Topic),
@@ -242,7 +279,7 @@ func NewKafka(l *wal.Log, opts *KafkaOptions) (*Shipper, error) {
 	}
 	s.cl, err = kgo.NewClient(append(kopts, o.ClientOptions...)...)
 	if err != nil {
-		s.c.Close()
+		in.close()
 		return nil, fmt.Errorf("ship: kafka client: %w", err)
 	}
 	return s, nil
@@ -282,17 +319,17 @@ func (s *Shipper) setErr(msg string) {
 // it). It does not close the log.
 func (s *Shipper) Close() error {
 	s.cl.Close()
-	return s.c.Close()
+	return s.in.close()
 }
 
 // Stats returns the shipper's counters.
 func (s *Shipper) Stats() Stats {
 	st := Stats{
 		Shipped: s.shipped.Load(), Bytes: s.bytes.Load(), Skipped: s.skipped.Load(),
-		InFlight: s.inFlight.Load(), Committed: s.c.Committed(),
+		InFlight: s.inFlight.Load(), Committed: s.in.committed(),
 		ConnectErrors: s.connErrs.Load(), ProduceErrors: s.prodErrs.Load(),
 	}
-	if next := s.l.NextSeq(); next > st.Committed {
+	if next := s.in.end(); next > st.Committed {
 		st.LagRecords = next - st.Committed
 	}
 	if ns := s.lastAck.Load(); ns != 0 {
@@ -350,7 +387,7 @@ func (s *Shipper) Run(ctx context.Context) error {
 		flushErr = nil
 	}
 	commitCtx, cancelCommit := context.WithTimeout(context.Background(), s.o.FlushTimeout)
-	commitErr := s.c.Commit(commitCtx)
+	commitErr := s.in.commit(commitCtx)
 	cancelCommit()
 	if commitErr != nil {
 		commitErr = fmt.Errorf("ship: commit cursor %q: %w", s.o.Cursor, commitErr)
@@ -487,29 +524,26 @@ func (s *Shipper) partition(rec []byte) (int32, []byte) {
 	return int32(h.Sum32() % uint32(s.nparts)), bytes.Clone(key)
 }
 
-// ship reads the cursor and produces each record, until the end of the
-// log at the start (without Follow), ctx is done, or a failure.
+// ship reads the source and produces each record, until the end of the
+// source at the start (without Follow), ctx is done, or a failure.
 func (s *Shipper) ship(ctx, prodCtx context.Context) error {
-	end := s.l.NextSeq()
-	next := s.c.Committed()
+	ctx, s.stopRead = context.WithCancel(ctx)
+	defer s.stopRead()
+	end := s.in.end()
+	next := s.in.committed()
 	for s.o.Follow || next < end {
-		seq, rec, err := s.c.NextOrWake(ctx, s.failc)
+		seq, rec, err := s.in.next(ctx)
 		switch {
 		case err == nil:
-		case errors.Is(err, wal.ErrWoken):
-			return nil // a failure; Run reports it
-		case ctx.Err() != nil:
-			return nil
+		case s.failure() != nil, ctx.Err() != nil:
+			return nil // a failure Run reports, or the end of the run
 		default:
-			if _, gap := errors.AsType[*wal.GapError](err); gap {
-				continue // the cursor acked the lost records
-			}
-			return fmt.Errorf("ship: read %s: %w", s.l.Dir(), err)
+			return fmt.Errorf("ship: read %s: %w", s.in.name(), err)
 		}
 		next = seq + 1
 		// A partition that lags keeps the committed position down while
-		// others are acked: wait until seq is within the cursor's window.
-		for seq-s.c.Committed() >= s.window {
+		// others are acked: wait until seq is within the source's window.
+		for seq-s.in.committed() >= s.window {
 			select {
 			case <-s.ackc:
 			case <-s.failc:
@@ -520,7 +554,7 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 		p, key := s.partition(rec)
 		if seq <= s.last[p] {
 			s.skipped.Add(1)
-			_ = s.c.Ack(seq) // in the window: nothing is in flight below it
+			_ = s.in.ack(seq) // in the window: nothing is in flight below it
 			continue
 		}
 		o := &s.out[seq&s.sentMask]
@@ -543,14 +577,17 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 		s.prodErrs.Add(1)
 		s.setErr(fmt.Sprintf("produce seq %d: %v", seq, err))
 		s.failOnce.Do(func() {
-			s.failErr = fmt.Errorf("ship: Kafka refused record %d of %s: %w", seq, s.l.Dir(), err)
+			s.failErr = fmt.Errorf("ship: Kafka refused record %d of %s: %w", seq, s.in.name(), err)
 			close(s.failc)
+			if s.stopRead != nil {
+				s.stopRead()
+			}
 		})
 		return
 	}
 	// Once acked on the cursor, r's slot may be reused: read it first.
 	size := len(r.Value)
-	if err := s.c.Ack(seq); err != nil {
+	if err := s.in.ack(seq); err != nil {
 		s.setErr(fmt.Sprintf("ack seq %d on the cursor: %v", seq, err))
 		return
 	}

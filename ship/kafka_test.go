@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/appendlog/appendlog/stream"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -330,4 +331,52 @@ func TestShipKeyedSmallWindow(t *testing.T) {
 		t.Fatalf("keyed with 8 in flight: %+v", st)
 	}
 	exactlyOnce(t, readTopic(t, c, "src-1", 5000), 5000)
+}
+
+// TestShipFromGroup ships a stream through a consumer group: every record
+// once, in order, with the stream's identity; a second run ships only what
+// was published since, and the group's position is checkpointed.
+func TestShipFromGroup(t *testing.T) {
+	c := cluster(t, 1)
+	st, err := stream.Open(t.TempDir(), nil)
+	noErr(t, err)
+	defer st.Close()
+	s, err := st.Create("orders", nil)
+	noErr(t, err)
+	seq := uint64(0)
+	publish := func(n int) {
+		for range n {
+			seq++
+			got, err := s.Publish(record(seq))
+			noErr(t, err)
+			if got != seq {
+				t.Fatalf("published seq %d, want %d", got, seq)
+			}
+		}
+	}
+	publish(3000)
+	o := &KafkaOptions{Brokers: c.ListenAddrs(), Topic: "t", ConnectTimeout: 5 * time.Second}
+	run := func() Stats {
+		t.Helper()
+		sh, err := NewKafkaFromGroup(s, o)
+		noErr(t, err)
+		noErr(t, sh.Run(context.Background()))
+		stats := sh.Stats()
+		noErr(t, sh.Close())
+		return stats
+	}
+	if stats := run(); stats.Shipped != 3000 || stats.Committed != 3001 {
+		t.Fatalf("first run: %+v", stats)
+	}
+	publish(500)
+	if stats := run(); stats.Shipped != 500 || stats.Skipped != 0 || stats.Committed != 3501 {
+		t.Fatalf("second run: %+v", stats)
+	}
+	exactlyOnce(t, readTopic(t, c, "stream:orders", 3500), 3500)
+	g, err := s.Group(DefaultCursor, nil)
+	noErr(t, err)
+	if g.Committed() != 3501 {
+		t.Fatalf("the group reopened at %d, want 3501", g.Committed())
+	}
+	noErr(t, g.Close())
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/appendlog/appendlog/ship"
+	"github.com/appendlog/appendlog/stream"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -24,6 +25,8 @@ func init() { register(func(*bool) *cobra.Command { return newShipCmd() }) }
 
 type shipFlags struct {
 	dir         string
+	stream      string
+	group       string
 	brokers     []string
 	topic       string
 	cursor      string
@@ -53,7 +56,7 @@ type shipResult struct {
 func newShipCmd() *cobra.Command {
 	var f shipFlags
 	cmd := &cobra.Command{
-		Use:   "ship --dir DIR --brokers HOST:PORT[,...] --topic T",
+		Use:   "ship --dir DIR [--stream NAME [--group G]] --brokers HOST:PORT[,...] --topic T",
 		Short: "Ship a log to an Apache Kafka topic: nothing lost, no duplicates",
 		Long: `ship copies the log in --dir to the Kafka topic --topic (package ship):
 every record once, in order, with the headers appendlog-source (--source,
@@ -62,6 +65,10 @@ number). It reads through the durable cursor --cursor and acks a record on
 it only once Kafka acknowledged it; on start it reads back the last record
 of the partition it writes and skips what Kafka already holds, so a crash
 re-sends nothing (when ship is the only writer of that partition).
+
+With --stream NAME, --dir is a stream store (package stream) and ship reads
+stream NAME through the consumer group --group, of which it must be the only
+member; the default source name is then "stream:NAME".
 
 Without --follow it ships the records the log holds and exits 0 once Kafka
 acknowledged them all. With --follow it ships new records as they are
@@ -83,6 +90,8 @@ record, or the log or its cursor file is damaged.`,
 	fl.StringSliceVar(&f.brokers, "brokers", nil, "seed brokers, host:port (required)")
 	fl.StringVar(&f.topic, "topic", "", "the topic to write (required)")
 	fl.StringVar(&f.cursor, "cursor", ship.DefaultCursor, "the log cursor to read with")
+	fl.StringVar(&f.stream, "stream", "", "ship this stream of the stream store in --dir instead of a log")
+	fl.StringVar(&f.group, "group", ship.DefaultCursor, "with --stream: the consumer group to read with (ship must be its only member)")
 	fl.StringVar(&f.source, "source", "", "the source name in the appendlog-source header (default: the log's absolute directory)")
 	fl.StringVar(&f.compression, "compression", "zstd", "batch compression: zstd, lz4, snappy or none")
 	fl.Int32Var(&f.partition, "partition", 0, "the partition to write")
@@ -105,20 +114,40 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	l, err := wal.Open(f.dir, nil)
-	if err != nil {
-		return err
+	o := &ship.KafkaOptions{
+		Brokers: f.brokers, Topic: f.topic, Partition: f.partition, Compression: f.compression,
+		Source: f.source, Cursor: f.cursor, Follow: f.follow,
 	}
-	defer l.Close()
+	var newShipper func() (*ship.Shipper, error)
+	var closeSrc func() error
+	if f.stream != "" {
+		st, err := stream.Open(f.dir, nil)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		closeSrc = st.Close
+		str, err := st.Stream(f.stream)
+		if err != nil {
+			return err
+		}
+		o.Cursor = f.group
+		newShipper = func() (*ship.Shipper, error) { return ship.NewKafkaFromGroup(str, o) }
+	} else {
+		l, err := wal.Open(f.dir, nil)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		closeSrc = l.Close
+		newShipper = func() (*ship.Shipper, error) { return ship.NewKafka(l, o) }
+	}
 	if f.createTopic {
 		if err := createTopic(ctx, f); err != nil {
 			return err
 		}
 	}
-	s, err := ship.NewKafka(l, &ship.KafkaOptions{
-		Brokers: f.brokers, Topic: f.topic, Partition: f.partition, Compression: f.compression,
-		Source: f.source, Cursor: f.cursor, Follow: f.follow,
-	})
+	s, err := newShipper()
 	if err != nil {
 		return err
 	}
@@ -133,7 +162,7 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 	close(stopBg)
 	bg.Wait()
 	st := s.Stats()
-	runErr = errors.Join(runErr, s.Close(), l.Close())
+	runErr = errors.Join(runErr, s.Close(), closeSrc())
 	elapsed := time.Since(start)
 	res := shipResult{
 		Shipped: st.Shipped, Bytes: st.Bytes, Seconds: elapsed.Seconds(), DuplicatesSkipped: st.Skipped,

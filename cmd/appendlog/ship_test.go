@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/appendlog/appendlog/stream"
 )
 
 // kafkaCluster starts an in-process Kafka (kfake) on 127.0.0.1 with the
@@ -115,4 +118,38 @@ func TestShipCLIMisuse(t *testing.T) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// TestShipCLIStream ships a stream of a store through its consumer group.
+func TestShipCLIStream(t *testing.T) {
+	addr := kafkaCluster(t, "orders")
+	d := filepath.Join(t.TempDir(), "store")
+	st, err := stream.Open(d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := st.Create("orders", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2000 {
+		if _, err := s.Publish([]byte(fmt.Sprintf("order %d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := runInProcess("ship", "--dir", d, "--stream", "orders", "--brokers", addr, "--topic", "orders", "--json")
+	expect(t, r, exitOK, "appendlog ship: 2000 records")
+	var res shipResult
+	if err := jsonUnmarshal(lastLine(r.stdout), &res); err != nil || res.Shipped != 2000 || res.Committed != 2001 {
+		t.Fatalf("ship --stream: %v %+v\n%s", err, res, r)
+	}
+	if n := topicRecords(t, addr, "orders"); n != 2000 {
+		t.Fatalf("topic holds %d records, want 2000", n)
+	}
+	expect(t, cli(t, "stat", d), exitOK, "cursor ship-kafka: committed 2001, lag 0 records")
+	r = runInProcess("ship", "--dir", d, "--stream", "nope", "--brokers", addr, "--topic", "orders")
+	expect(t, r, exitFailure, "nope")
 }

@@ -1,0 +1,88 @@
+package ship
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/appendlog/appendlog/stream"
+	"github.com/appendlog/appendlog/wal"
+)
+
+// source is what a Shipper reads: records by sequence number, acked when
+// Kafka acknowledged them, with a durable committed position.
+type source interface {
+	// next returns the next record; rec is valid until the next call. It
+	// returns an error once ctx is done.
+	next(ctx context.Context) (seq uint64, rec []byte, err error)
+	ack(seq uint64) error
+	// committed is the lowest sequence number not acked; end the sequence
+	// number after the source's last record.
+	committed() uint64
+	end() uint64
+	// commit makes the committed position durable.
+	commit(ctx context.Context) error
+	// name describes the source in errors; id is its default identity in
+	// HeaderSource.
+	name() string
+	close() error
+}
+
+// walSource reads a wal.Log through a cursor.
+type walSource struct {
+	l *wal.Log
+	c *wal.Cursor
+}
+
+func (w *walSource) next(ctx context.Context) (uint64, []byte, error) {
+	for {
+		seq, rec, err := w.c.Next(ctx)
+		if _, gap := errors.AsType[*wal.GapError](err); gap {
+			continue // the cursor acked the lost records
+		}
+		return seq, rec, err
+	}
+}
+
+func (w *walSource) ack(seq uint64) error             { return w.c.Ack(seq) }
+func (w *walSource) committed() uint64                { return w.c.Committed() }
+func (w *walSource) end() uint64                      { return w.l.NextSeq() }
+func (w *walSource) commit(ctx context.Context) error { return w.c.Commit(ctx) }
+func (w *walSource) name() string                     { return w.l.Dir() }
+func (w *walSource) close() error                     { return w.c.Close() }
+
+// groupSource reads a stream through a consumer group the shipper is the
+// only member of.
+type groupSource struct {
+	s   *stream.Stream
+	g   *stream.Group
+	buf []byte
+}
+
+// _groupAckWait is the AckWait of a shipper's group: a record waits for
+// Kafka's acknowledgement as long as it takes, and is never handed out
+// again meanwhile (a redelivery would be a duplicate).
+const _groupAckWait = time.Duration(math.MaxInt64 / 4)
+
+func (gs *groupSource) next(ctx context.Context) (uint64, []byte, error) {
+	m, err := gs.g.Next(ctx, gs.buf)
+	if err != nil {
+		return 0, nil, err
+	}
+	gs.buf = m.Data
+	if m.Delivery != 1 {
+		return 0, nil, fmt.Errorf("record %d delivered %d times: the group has another member", m.Seq, m.Delivery)
+	}
+	return m.Seq, m.Data, nil
+}
+
+func (gs *groupSource) ack(seq uint64) error         { return gs.g.Ack(seq) }
+func (gs *groupSource) committed() uint64            { return gs.g.Committed() }
+func (gs *groupSource) end() uint64                  { return gs.s.Stats().NextSeq }
+func (gs *groupSource) commit(context.Context) error { return gs.g.Checkpoint() }
+func (gs *groupSource) name() string {
+	return fmt.Sprintf("stream %s group %s", gs.s.Name(), gs.g.Name())
+}
+func (gs *groupSource) close() error { return gs.g.Close() }
