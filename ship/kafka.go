@@ -117,8 +117,10 @@ type Stats struct {
 	Committed      uint64
 	LagRecords     uint64
 	OldestInFlight time.Duration
-	// ConnectErrors counts failed broker connections (the producer
-	// retries them); ProduceErrors records Kafka refused for good.
+	// ConnectErrors counts failed broker connections, request writes
+	// and response reads (the client retries them: these are the
+	// shipper's retries); ProduceErrors counts records Kafka refused for
+	// good.
 	ConnectErrors, ProduceErrors uint64
 	// LastAck is when Kafka last acknowledged a record; LastError the
 	// last connection or produce error, if any.
@@ -299,13 +301,32 @@ func compression(name string) (kgo.CompressionCodec, error) {
 	return kgo.CompressionCodec{}, fmt.Errorf("ship: compression %q: want zstd, lz4, snappy or none", name)
 }
 
-// connectHook counts failed broker connections.
+// connectHook counts failed broker connections, writes and reads: the
+// client retries each, so they are the shipper's retries.
 type connectHook struct{ s *Shipper }
 
+var (
+	_ kgo.HookBrokerConnect = connectHook{}
+	_ kgo.HookBrokerWrite   = connectHook{}
+	_ kgo.HookBrokerRead    = connectHook{}
+)
+
 func (h connectHook) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	h.failed("connect to", meta, err)
+}
+
+func (h connectHook) OnBrokerWrite(meta kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
+	h.failed("write to", meta, err)
+}
+
+func (h connectHook) OnBrokerRead(meta kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
+	h.failed("read from", meta, err)
+}
+
+func (h connectHook) failed(what string, meta kgo.BrokerMetadata, err error) {
 	if err != nil {
 		h.s.connErrs.Add(1)
-		h.s.setErr(fmt.Sprintf("connect to %s:%d: %v", meta.Host, meta.Port, err))
+		h.s.setErr(fmt.Sprintf("%s %s:%d: %v", what, meta.Host, meta.Port, err))
 	}
 }
 

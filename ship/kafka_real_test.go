@@ -92,6 +92,9 @@ func TestRealKafkaBrokerRestart(t *testing.T) {
 	if st.Shipped != total || st.Committed != total+1 {
 		t.Fatalf("after the restart: %+v, want %d shipped", st, total)
 	}
+	if st.ConnectErrors == 0 || st.LastError == "" {
+		t.Errorf("the outage left no trace in the stats: %+v", st)
+	}
 	exactlyOnce(t, readTopicAt(t, []string{b.Addr}, "src-1", int(total)), int(total))
 }
 
