@@ -569,6 +569,8 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 			case <-s.ackc:
 			case <-s.failc:
 				return nil
+			case <-ctx.Done():
+				return nil // seq is sent again next time
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
