@@ -46,6 +46,10 @@ const (
 // when the topic does not exist.
 var ErrTopicMissing = errors.New("ship: the topic does not exist")
 
+// ErrNotAuthorized is returned (wrapped, with Kafka's error) when Kafka
+// refuses the shipper's user the right to write.
+var ErrNotAuthorized = errors.New("ship: not authorized")
+
 // ErrUnreachable is returned (wrapped, naming the brokers and the last
 // connection error) when no broker answered within ConnectTimeout.
 var ErrUnreachable = errors.New("ship: cannot reach Kafka")
@@ -430,6 +434,9 @@ func (s *Shipper) prepare(ctx context.Context) error {
 	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
 		return fmt.Errorf("%w: %q on %v: create it (kafka-topics.sh --create --topic %s), or pass --create-topic to appendlog ship", ErrTopicMissing, s.o.Topic, s.o.Brokers, s.o.Topic)
 	}
+	if errors.Is(td.Err, kerr.TopicAuthorizationFailed) {
+		return fmt.Errorf("%w to describe topic %q on %v: %w", ErrNotAuthorized, s.o.Topic, s.o.Brokers, td.Err)
+	}
 	if td.Err != nil {
 		return fmt.Errorf("ship: topic %q: %w", s.o.Topic, td.Err)
 	}
@@ -448,8 +455,11 @@ func (s *Shipper) prepare(ctx context.Context) error {
 	return err
 }
 
-// connectError describes a failure to reach the brokers.
+// connectError describes a failure to reach the brokers, or to be let in.
 func (s *Shipper) connectError(err error) error {
+	if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) || errors.Is(err, kerr.SaslAuthenticationFailed) {
+		return fmt.Errorf("%w on %v (topic %q): %w", ErrNotAuthorized, s.o.Brokers, s.o.Topic, err)
+	}
 	s.mu.Lock()
 	last := s.mu.lastErr
 	s.mu.Unlock()
@@ -601,6 +611,10 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 		s.setErr(fmt.Sprintf("produce seq %d: %v", seq, err))
 		s.failOnce.Do(func() {
 			s.failErr = fmt.Errorf("ship: Kafka refused record %d of %s: %w", seq, s.in.name(), err)
+			if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
+				s.failErr = fmt.Errorf("%w to write topic %q on %v (the user needs Write on the topic, and IdempotentWrite on the cluster for brokers before Kafka 2.8): %w",
+					ErrNotAuthorized, s.o.Topic, s.o.Brokers, err)
+			}
 			close(s.failc)
 			if s.stopRead != nil {
 				s.stopRead()
