@@ -25,13 +25,20 @@
 // sending them again.
 //
 // This is exact when the shipper is the only writer of the partitions it
-// writes, and the idempotent producer keeps each partition's records in
-// send order with no gaps (franz-go stops a partition's sequence at its
-// first failed batch rather than letting a later one through). Where the
-// last record of a partition is another writer's, the shipper cannot tell
-// what of its own is there: records of that partition from the cursor's
-// checkpoint on are sent again, and delivery falls back to at least once.
-// The same holds if the topic's partition count changes between runs of a
-// keyed shipper (KafkaOptions.Key), since a record's partition is its key's
-// hash modulo the count.
+// writes: the idempotent producer writes each partition's records in the
+// order they were sent, retrying transient failures without gaps or
+// duplicates, so the last record of a partition says that every earlier
+// record for it is there. Where the last record of a partition is another
+// writer's, the shipper cannot tell what of its own is there: records of
+// that partition from the cursor's checkpoint on are sent again, and
+// delivery falls back to at least once. The same holds if the topic's
+// partition count changes between runs of a keyed shipper
+// (KafkaOptions.Key), since a record's partition is its key's hash modulo
+// the count.
+//
+// A record Kafka refuses for good (too large for the topic, not
+// authorized) stops the shipper with an error naming it, and the cursor
+// stays below it. Records sent after it may be in Kafka already, and a
+// restarted shipper would then take the refused record for one that
+// landed: fix the cause and check the topic before starting it again.
 package ship
