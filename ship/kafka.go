@@ -147,24 +147,19 @@ type Shipper struct {
 	connErrs, prodErrs      atomic.Uint64
 	lastAck                 atomic.Int64 // Unix ns
 
-	// sentAt holds when each record in flight was sent (Unix ns), and
-	// out the record itself, at seq&sentMask: the records in flight are
-	// within the cursor's window of the committed position (see ship), so
-	// a slot is reused only once its record was acknowledged.
-	sentAt   []atomic.Int64
-	out      []outRecord
-	sentMask uint64
+	// out holds each record in flight at seq&outMask: the records in
+	// flight are within len(out), the source's ack window, of the
+	// committed position (see ship), so a slot is reused only once its
+	// record was acknowledged.
+	out     []outRecord
+	outMask uint64
 
-	mu struct {
-		sync.Mutex
-		lastErr string
-	}
+	lastErr  atomic.Pointer[string] // the last connection or produce error
 	failOnce sync.Once
 	failErr  error                    // the first produce failure; set before failc is closed
 	failc    chan struct{}            // closed on the first produce failure
 	stopRead context.CancelFunc       // ends the read loop's wait on a failure
 	ackc     chan struct{}            // signalled (without blocking) after each ack
-	window   uint64                   // the cursor's ack window
 	promise  func(*kgo.Record, error) // s.acked, made once
 	// onAck, if set (tests), is called with each record Kafka acknowledged.
 	onAck func(seq uint64)
@@ -258,8 +253,7 @@ func newShipper(opts *KafkaOptions, maxWindow int, open func(o *KafkaOptions, wi
 	// Acks may come out of order across partitions: the source's ack
 	// window bounds how far above the committed position they reach, and
 	// ship waits for room before it sends, so the records in flight are
-	// within n of the committed position (each has its own slot of sentAt
-	// and out).
+	// within n of the committed position (each has its own slot of out).
 	n := 1 << bits.Len(uint(o.MaxInFlightRecords-1)) // a power of two, at least MaxInFlightRecords
 	in, id, err := open(&o, n)
 	if err != nil {
@@ -270,7 +264,7 @@ func newShipper(opts *KafkaOptions, maxWindow int, open func(o *KafkaOptions, wi
 	}
 	s := &Shipper{in: in, o: o, src: []byte(o.Source), failc: make(chan struct{}), ackc: make(chan struct{}, 1)}
 	s.promise = s.acked
-	s.sentAt, s.out, s.sentMask, s.window = make([]atomic.Int64, n), make([]outRecord, n), uint64(n-1), uint64(n)
+	s.out, s.outMask = make([]outRecord, n), uint64(n-1)
 	kopts := []kgo.Opt{
 		kgo.SeedBrokers(o.Brokers...),
 		kgo.DefaultProduceTopic(o.Topic),
@@ -335,9 +329,7 @@ func (h connectHook) failed(what string, meta kgo.BrokerMetadata, err error) {
 }
 
 func (s *Shipper) setErr(msg string) {
-	s.mu.Lock()
-	s.mu.lastErr = msg
-	s.mu.Unlock()
+	s.lastErr.Store(&msg)
 }
 
 // Close closes the shipper's Kafka client and cursor (Run has committed
@@ -360,11 +352,11 @@ func (s *Shipper) Stats() Stats {
 	if ns := s.lastAck.Load(); ns != 0 {
 		st.LastAck = time.Unix(0, ns)
 	}
-	s.mu.Lock()
-	st.LastError = s.mu.lastErr
-	s.mu.Unlock()
+	if p := s.lastErr.Load(); p != nil {
+		st.LastError = *p
+	}
 	if st.InFlight > 0 {
-		if ns := s.sentAt[st.Committed&s.sentMask].Load(); ns != 0 {
+		if ns := s.out[st.Committed&s.outMask].sent.Load(); ns != 0 {
 			st.OldestInFlight = max(time.Since(time.Unix(0, ns)), 0)
 		}
 	}
@@ -460,11 +452,8 @@ func (s *Shipper) connectError(err error) error {
 	if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) || errors.Is(err, kerr.SaslAuthenticationFailed) {
 		return fmt.Errorf("%w on %v (topic %q): %w", ErrNotAuthorized, s.o.Brokers, s.o.Topic, err)
 	}
-	s.mu.Lock()
-	last := s.mu.lastErr
-	s.mu.Unlock()
-	if last != "" {
-		return fmt.Errorf("%w at %v: %s (%v)", ErrUnreachable, s.o.Brokers, last, err)
+	if last := s.lastErr.Load(); last != nil {
+		return fmt.Errorf("%w at %v: %s (%v)", ErrUnreachable, s.o.Brokers, *last, err)
 	}
 	return fmt.Errorf("%w at %v: %v", ErrUnreachable, s.o.Brokers, err)
 }
@@ -574,7 +563,7 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 		next = seq + 1
 		// A partition that lags keeps the committed position down while
 		// others are acked: wait until seq is within the source's window.
-		for seq-s.in.committed() >= s.window {
+		for seq-s.in.committed() > s.outMask {
 			select {
 			case <-s.ackc:
 			case <-s.failc:
@@ -590,12 +579,12 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 			_ = s.in.ack(seq) // in the window: nothing is in flight below it
 			continue
 		}
-		o := &s.out[seq&s.sentMask]
+		o := &s.out[seq&s.outMask]
 		o.val = append(o.val[:0], rec...)
 		o.hdr = [2]kgo.RecordHeader{{Key: HeaderSource, Value: s.src}, {Key: HeaderSeq, Value: strconv.AppendUint(o.seq[:0], seq, 10)}}
 		o.r = kgo.Record{Topic: s.o.Topic, Partition: p, Key: key, Value: o.val, Headers: o.hdr[:]}
 		s.inFlight.Add(1)
-		s.sentAt[seq&s.sentMask].Store(time.Now().UnixNano())
+		o.sent.Store(time.Now().UnixNano())
 		s.cl.Produce(prodCtx, &o.r, s.promise)
 	}
 	return nil
@@ -640,12 +629,14 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 	}
 }
 
-// outRecord is a record in flight and the buffers it points into.
+// outRecord is a record in flight, the buffers it points into, and when
+// it was sent (Unix ns; read by Stats).
 type outRecord struct {
-	r   kgo.Record
-	hdr [2]kgo.RecordHeader
-	seq [20]byte
-	val []byte
+	sent atomic.Int64
+	r    kgo.Record
+	hdr  [2]kgo.RecordHeader
+	seq  [20]byte
+	val  []byte
 }
 
 // seqOf returns the sequence number in r's HeaderSeq, which ship wrote

@@ -24,8 +24,7 @@ type source interface {
 	end() uint64
 	// commit makes the committed position durable.
 	commit(ctx context.Context) error
-	// name describes the source in errors; id is its default identity in
-	// HeaderSource.
+	// name describes the source in errors.
 	name() string
 	close() error
 }
@@ -80,7 +79,7 @@ func (gs *groupSource) next(ctx context.Context) (uint64, []byte, error) {
 
 func (gs *groupSource) ack(seq uint64) error         { return gs.g.Ack(seq) }
 func (gs *groupSource) committed() uint64            { return gs.g.Committed() }
-func (gs *groupSource) end() uint64                  { return gs.s.Stats().NextSeq }
+func (gs *groupSource) end() uint64                  { return gs.s.NextSeq() }
 func (gs *groupSource) commit(context.Context) error { return gs.g.Checkpoint() }
 func (gs *groupSource) name() string {
 	return fmt.Sprintf("stream %s group %s", gs.s.Name(), gs.g.Name())

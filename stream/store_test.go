@@ -345,6 +345,9 @@ func TestScan(t *testing.T) {
 	if err := s.Scan(101, func(uint64, []byte) error { return stop }); err != nil {
 		t.Fatalf("Scan from the end = %v", err)
 	}
+	if n, st := s.NextSeq(), s.Stats().NextSeq; n != 101 || st != 101 {
+		t.Fatalf("NextSeq %d, Stats().NextSeq %d after 100 records", n, st)
+	}
 	noErr(t, s.WaitDurable(context.Background(), 100))
 	if d := s.DurableSeq(); d < 100 {
 		t.Fatalf("DurableSeq %d after WaitDurable(100)", d)

@@ -185,6 +185,21 @@ func (s *Stream) WaitDurable(ctx context.Context, seq uint64) error {
 	}
 }
 
+// NextSeq returns the sequence number the next record published gets
+// (Stats().NextSeq, without Stats' listing of the stream's files). It is
+// cheap enough to poll.
+func (s *Stream) NextSeq() uint64 {
+	if l := s.cur.Load(); l != nil {
+		return l.NextSeq()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.cur.Load(); l != nil {
+		return l.NextSeq()
+	}
+	return s.mu.last.NextSeq
+}
+
 // DurableSeq returns the last durable record (0 if none): every record
 // at or below it is confirmed. It is cheap enough to poll.
 func (s *Stream) DurableSeq() uint64 {

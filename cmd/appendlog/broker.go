@@ -528,7 +528,7 @@ func (b *brokerRun) scanStreams() error {
 		if err != nil {
 			return fmt.Errorf("scan stream %s: %w", s.Name(), err)
 		}
-		b.res.ResumedNext[si] = s.Stats().NextSeq
+		b.res.ResumedNext[si] = s.NextSeq()
 	}
 	for i, l := range b.lanes {
 		l.next, l.start = uint64(next[i]), uint64(next[i])
@@ -572,7 +572,7 @@ func (b *brokerRun) run(ctx context.Context) error {
 	}
 	b.startNext = make([]uint64, len(b.streams))
 	for i, s := range b.streams {
-		b.startNext[i] = s.Stats().NextSeq
+		b.startNext[i] = s.NextSeq()
 	}
 	b.res.ResumedFrom = map[string]uint64{}
 	for _, gs := range b.topo.groups {
@@ -644,7 +644,7 @@ func (b *brokerRun) run(ctx context.Context) error {
 	// making it durable.
 	if sp.Sync != "never" {
 		for i, s := range b.streams {
-			if next := s.Stats().NextSeq; next > b.startNext[i] {
+			if next := s.NextSeq(); next > b.startNext[i] {
 				if err := s.WaitDurable(runCtx, next-1); err != nil && runCtx.Err() == nil {
 					cancel(fmt.Errorf("confirm stream %s: %w", s.Name(), err))
 				}
@@ -661,7 +661,7 @@ func (b *brokerRun) run(ctx context.Context) error {
 	// Drain: each group is done when it has acked every record from
 	// where it started to the end of its stream.
 	for _, gr := range b.groups {
-		end := b.streams[gr.spec.stream].Stats().NextSeq
+		end := b.streams[gr.spec.stream].NextSeq()
 		gr.expect.Store(int64(end - gr.from))
 		gr.checkDone()
 	}

@@ -84,7 +84,7 @@ num.partitions=1
 		t.Fatalf("kafkatest: format the storage: %v\n%s", err, out)
 	}
 	b.start()
-	t.Cleanup(b.stopFinal)
+	t.Cleanup(b.Stop)
 	b.WaitReady()
 	return b
 }
@@ -175,8 +175,6 @@ func (b *Broker) CreateTopic(topic string, partitions int32) {
 		b.t.Fatalf("kafkatest: create topic %s: %v", topic, err)
 	}
 }
-
-func (b *Broker) stopFinal() { b.Stop() }
 
 // jarsDir returns the directory holding the broker's jars, fetching them
 // with mvn if needed; it skips (or fails) t without java or mvn.
