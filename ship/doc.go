@@ -4,6 +4,12 @@
 //	l, err := wal.Open(dir, nil)
 //	err = ship.ToKafka(ctx, l, &ship.KafkaOptions{Brokers: []string{"127.0.0.1:9092"}, Topic: "events"})
 //
+// NewKafkaFromDir ships the log in a directory that another process writes
+// (a shipper beside a service): it reads the files through wal.OpenCursor,
+// never takes the log's lock, and makes the records its checkpoints pass
+// durable itself, whatever the writer's sync policy. NewKafkaFromGroup
+// ships a stream through a consumer group.
+//
 // The shipper reads the log through a durable wal.Cursor (KafkaOptions.Cursor)
 // and produces with github.com/twmb/franz-go: the idempotent producer, acks
 // from all in-sync replicas, bounded in-flight records and bytes. Each Kafka

@@ -191,7 +191,29 @@ func NewKafka(l *wal.Log, opts *KafkaOptions) (*Shipper, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("ship: cursor %q: %w", o.Cursor, err)
 		}
-		return &walSource{l: l, c: c}, abs, nil
+		return &walSource{c: c, dir: l.Dir()}, abs, nil
+	})
+}
+
+// NewKafkaFromDir is NewKafka for the log in dir, read through the files
+// while another process writes it (or nobody does): it opens the cursor
+// with wal.OpenCursor and never takes the log's lock, so the writer may
+// start, append and stop while the shipper runs. walOpts configures the
+// reads (nil means the defaults; MaxRecordSize must admit the writer's
+// records). Without Follow it ships the records in the files when it
+// starts. The default Source is dir's absolute path, as for NewKafka on
+// the same log, so the two resume each other's work.
+func NewKafkaFromDir(dir string, walOpts *wal.Options, opts *KafkaOptions) (*Shipper, error) {
+	return newShipper(opts, math.MaxInt, func(o *KafkaOptions, window int) (source, string, error) {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, "", fmt.Errorf("ship: source name: %w", err)
+		}
+		c, err := wal.OpenCursor(dir, o.Cursor, walOpts, &wal.CursorOptions{AckWindow: window})
+		if err != nil {
+			return nil, "", fmt.Errorf("ship: cursor %q: %w", o.Cursor, err)
+		}
+		return &walSource{c: c, dir: dir}, abs, nil
 	})
 }
 

@@ -268,6 +268,62 @@ func TestShipFollow(t *testing.T) {
 	exactlyOnce(t, readTopic(t, c, "src-1", 1100), 1100)
 }
 
+// TestShipFromDir: NewKafkaFromDir ships a log while a Log in this
+// process (another process, as far as the shipper can tell: it reads the
+// files and takes no lock) keeps appending; a Shipper on the open Log
+// itself then resumes where it stopped, with nothing sent twice.
+func TestShipFromDir(t *testing.T) {
+	c := cluster(t, 1)
+	l := openLog(t, 1000)
+	o := opts(c)
+	o.Follow = true
+	s, err := NewKafkaFromDir(l.Dir(), nil, o)
+	noErr(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	for range 20 {
+		appendN(t, l, 500)
+		noErr(t, l.Flush(context.Background()))
+		time.Sleep(2 * time.Millisecond)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for s.Stats().Committed < 11001 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	noErr(t, <-done)
+	st := s.Stats()
+	noErr(t, s.Close())
+	if st.Shipped != 11000 || st.Committed != 11001 || st.LagRecords != 0 {
+		t.Fatalf("from dir: %+v", st)
+	}
+	// Without Follow it stops at the end of the files when it starts.
+	appendN(t, l, 300)
+	noErr(t, l.Flush(context.Background()))
+	s2, err := NewKafkaFromDir(l.Dir(), nil, opts(c))
+	noErr(t, err)
+	noErr(t, s2.Run(context.Background()))
+	noErr(t, s2.Close())
+	if st := s2.Stats(); st.Shipped != 300 || st.Committed != 11301 {
+		t.Fatalf("from dir, caught up: %+v", st)
+	}
+	// The same log through its open Log: same source, same cursor.
+	appendN(t, l, 200)
+	if st := runOnce(t, l, opts(c)); st.Shipped != 200 || st.Skipped != 0 || st.Committed != 11501 {
+		t.Fatalf("on the Log after the dir: %+v", st)
+	}
+	exactlyOnce(t, readTopic(t, c, "src-1", 11500), 11500)
+
+	// The cursor has one owner at a time.
+	cur, err := l.Cursor(DefaultCursor)
+	noErr(t, err)
+	if _, err := NewKafkaFromDir(l.Dir(), nil, opts(c)); !errors.Is(err, wal.ErrCursorOpen) {
+		t.Fatalf("a second shipper on a cursor in use: %v", err)
+	}
+	noErr(t, cur.Close())
+}
+
 // TestShipErrors: a bad broker address, a missing topic, a partition the
 // topic does not have and bad options are clear errors.
 func TestShipErrors(t *testing.T) {

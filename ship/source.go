@@ -29,10 +29,11 @@ type source interface {
 	close() error
 }
 
-// walSource reads a wal.Log through a cursor.
+// walSource reads a wal log through a cursor: one on an open wal.Log, or
+// one from wal.OpenCursor on a log another process writes.
 type walSource struct {
-	l *wal.Log
-	c *wal.Cursor
+	c   *wal.Cursor
+	dir string
 }
 
 func (w *walSource) next(ctx context.Context) (uint64, []byte, error) {
@@ -47,9 +48,9 @@ func (w *walSource) next(ctx context.Context) (uint64, []byte, error) {
 
 func (w *walSource) ack(seq uint64) error             { return w.c.Ack(seq) }
 func (w *walSource) committed() uint64                { return w.c.Committed() }
-func (w *walSource) end() uint64                      { return w.l.NextSeq() }
+func (w *walSource) end() uint64                      { return w.c.End() }
 func (w *walSource) commit(ctx context.Context) error { return w.c.Commit(ctx) }
-func (w *walSource) name() string                     { return w.l.Dir() }
+func (w *walSource) name() string                     { return w.dir }
 func (w *walSource) close() error                     { return w.c.Close() }
 
 // groupSource reads a stream through a consumer group the shipper is the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"math/bits"
@@ -31,20 +32,34 @@ import (
 //
 // Integers are little-endian; the CRC-32C (Castagnoli) covers every byte
 // before it; committed is the lowest unacked sequence number (at least 1).
-// A checkpoint replaces the file atomically: it is written to
-// cursors/.checkpoint.tmp, fdatasynced, renamed over the cursor's file, and
-// the directory is fsynced. A power cut leaves the old checkpoint or the
-// new one, never a mix.
+// A checkpoint replaces the file atomically: it is written to the cursor's
+// own temporary file cursors/.NAME.tmp, fdatasynced, renamed over the
+// cursor's file, and the directory is fsynced. A power cut leaves the old
+// checkpoint or the new one, never a mix. While a cursor is open its
+// holder keeps an exclusive lock (flock) on cursors/.NAME.lock, so one
+// position has one owner across processes too. Names starting with '.'
+// are never cursors: a reader of the directory skips them.
 //
 // These constants are part of the file format; they must not change.
 const (
 	cursorDir      = "cursors"
 	_cursorMagic   = "APNDCUR\x00"
 	_cursorVersion = 1
-	_cursorTmp     = ".checkpoint.tmp"
 	// _cursorFixed is the size of a cursor file without its name.
 	_cursorFixed = len(_cursorMagic) + 4 + 8 + 2 + 4
 )
+
+// cursorAux returns the name of the cursor's side file of kind ("tmp" or
+// "lock"): ".NAME.kind", or for a name too long for that to fit in a
+// directory entry, its first 200 bytes and a hash of the whole name.
+func cursorAux(name, kind string) string {
+	if s := "." + name + "." + kind; len(s) <= 255 {
+		return s
+	}
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return fmt.Sprintf(".%s~%016x.%s", name[:200], h.Sum64(), kind)
+}
 
 // MaxCursorName bounds a cursor name's length in bytes.
 const MaxCursorName = 255
@@ -73,8 +88,9 @@ var (
 	// Log.Cursor for a name that is not 1 to MaxCursorName bytes of ASCII
 	// letters, digits, '.', '_' and '-' not starting with '.'.
 	ErrCursorName = errors.New("wal: invalid cursor name")
-	// ErrCursorOpen is returned by Log.Cursor for a cursor already open
-	// on the log: one consumer position has one owner.
+	// ErrCursorOpen is returned by Log.Cursor and OpenCursor for a cursor
+	// already open on the log, in this process or another (the error then
+	// names the holder): one consumer position has one owner.
 	ErrCursorOpen = errors.New("wal: cursor already open")
 	// ErrBadCursorFile is wrapped by the *CursorFileError of a cursor file
 	// that is damaged, truncated, of another version, or not a cursor file.
@@ -215,7 +231,8 @@ type cursorSet struct {
 	stopc chan struct{} // closed to stop the checkpointer
 	done  chan struct{} // closed when the checkpointer exits
 
-	// write serialises checkpoint writes: they share one temporary file.
+	// write serialises checkpoint writes, and the reads of cursor files
+	// retention makes.
 	write sync.Mutex
 	// writes counts checkpoint files written since Open.
 	writes atomic.Int64
@@ -246,6 +263,7 @@ func (s *cursorSet) close(durable uint64) error {
 	for _, c := range open {
 		errs = append(errs, c.checkpoint(durable+1))
 		c.closed.Store(true)
+		errs = append(errs, c.unlock())
 	}
 	return errors.Join(errs...)
 }
@@ -304,9 +322,20 @@ func (s *cursorSet) snapshot() []*Cursor {
 // fdatasync, rename, directory fsync): a power cut leaves the old
 // checkpoint or the new one, never a broken one.
 type Cursor struct {
-	l    *Log
+	l    *Log // nil for a cursor from OpenCursor (see fol)
 	name string
 	path string
+	fsys vfs.FS
+	dir  string // the log directory
+	// wmu serialises the cursor's checkpoint writes (the Log's
+	// cursors.write for a cursor on an open Log), and writes counts them.
+	wmu    *sync.Mutex
+	writes *atomic.Int64
+	// lock is the cursor's lock file, held while it is open.
+	lock io.Closer
+	// fol is the state of a cursor from OpenCursor, nil for one on an
+	// open Log.
+	fol *cursorFollower
 
 	// floor is the committed position: the lowest unacked sequence number.
 	floor atomic.Uint64
@@ -327,10 +356,10 @@ type Cursor struct {
 	gaps  []GapError // Protected by gapMu.
 
 	// written is the committed position of the last checkpoint written.
-	// Protected by l.cursors.write.
+	// Protected by wmu.
 	written uint64
 	// err is the error of the last checkpoint write, nil once one
-	// succeeds. Protected by l.cursors.write.
+	// succeeds. Protected by wmu.
 	err error
 	// clampedFrom is the checkpoint found past the log's end when the
 	// cursor was opened, 0 if none.
@@ -361,12 +390,9 @@ func (l *Log) CursorWith(name string, opts *CursorOptions) (*Cursor, error) {
 	if err := checkCursorName(name); err != nil {
 		return nil, err
 	}
-	window := DefaultAckWindow
-	if opts != nil && opts.AckWindow != 0 {
-		if opts.AckWindow < 0 || opts.AckWindow > _maxAckWindow {
-			return nil, fmt.Errorf("wal: cursor %q: CursorOptions.AckWindow %d is outside 1..%d", name, opts.AckWindow, _maxAckWindow)
-		}
-		window = 1 << bits.Len(uint(opts.AckWindow-1))
+	window, err := ackWindow(name, opts)
+	if err != nil {
+		return nil, err
 	}
 	s := &l.cursors
 	s.mu.Lock()
@@ -381,44 +407,13 @@ func (l *Log) CursorWith(name string, opts *CursorOptions) (*Cursor, error) {
 		return nil, fmt.Errorf("%w: %q", ErrCursorOpen, name)
 	}
 	fsys := l.opts.fsys
-	cdir := filepath.Join(l.dir, cursorDir)
-	if _, err := fsys.Stat(cdir); errors.Is(err, fs.ErrNotExist) {
-		if err := fsys.MkdirAll(cdir, 0o755); err != nil {
-			return nil, fmt.Errorf("wal: create cursor directory %s: %w", cdir, err)
-		}
-		if err := fsys.SyncDir(l.dir); err != nil {
-			return nil, fmt.Errorf("wal: create cursor directory %s: sync %s: %w", cdir, l.dir, err)
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("wal: cursor directory %s: %w", cdir, err)
-	}
-	c := &Cursor{l: l, name: name, path: filepath.Join(cdir, name), slots: make([]atomic.Uint64, window), mask: uint64(window - 1)}
-	first, end := l.FirstSeq(), l.NextSeq()
-	committed, err := readCursorFile(fsys, l.dir, name)
-	fresh := errors.Is(err, fs.ErrNotExist)
-	switch {
-	case fresh:
-		committed = first
-	case err != nil:
+	if err := makeCursorDir(fsys, l.dir); err != nil {
 		return nil, err
-	case committed > end:
-		// The log was cut below the checkpoint: resume at its end.
-		c.clampedFrom = committed
-		committed = end
 	}
-	c.floor.Store(committed)
-	c.next = committed
-	c.appended.Store(end)
-	if fresh || c.clampedFrom != 0 {
-		// Make the cursor (or its clamped position) durable now.
-		s.write.Lock()
-		err := c.writeCheckpoint(committed)
-		s.write.Unlock()
-		if err != nil {
-			return nil, err
-		}
-	} else {
-		c.written = committed
+	c := newCursor(fsys, l.dir, name, window, &s.write, &s.writes)
+	c.l = l
+	if err := c.start(l.FirstSeq(), l.NextSeq()); err != nil {
+		return nil, err
 	}
 	if s.mu.open == nil {
 		s.mu.open = make(map[string]*Cursor)
@@ -434,6 +429,106 @@ func (l *Log) CursorWith(name string, opts *CursorOptions) (*Cursor, error) {
 		go s.loop(l, clk)
 	}
 	return c, nil
+}
+
+// ackWindow returns the ack window opts ask for cursor name, rounded up
+// to a power of two.
+func ackWindow(name string, opts *CursorOptions) (int, error) {
+	if opts == nil || opts.AckWindow == 0 {
+		return DefaultAckWindow, nil
+	}
+	if opts.AckWindow < 0 || opts.AckWindow > _maxAckWindow {
+		return 0, fmt.Errorf("wal: cursor %q: CursorOptions.AckWindow %d is outside 1..%d", name, opts.AckWindow, _maxAckWindow)
+	}
+	return 1 << bits.Len(uint(opts.AckWindow-1)), nil
+}
+
+// makeCursorDir creates the cursors directory of the log in dir, durably,
+// if it is missing.
+func makeCursorDir(fsys vfs.FS, dir string) error {
+	cdir := filepath.Join(dir, cursorDir)
+	if _, err := fsys.Stat(cdir); errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.MkdirAll(cdir, 0o755); err != nil {
+			return fmt.Errorf("wal: create cursor directory %s: %w", cdir, err)
+		}
+		if err := fsys.SyncDir(dir); err != nil {
+			return fmt.Errorf("wal: create cursor directory %s: sync %s: %w", cdir, dir, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("wal: cursor directory %s: %w", cdir, err)
+	}
+	return nil
+}
+
+// newCursor returns cursor name of the log in dir, with an ack window of
+// window (a power of two) slots, not started.
+func newCursor(fsys vfs.FS, dir, name string, window int, wmu *sync.Mutex, writes *atomic.Int64) *Cursor {
+	return &Cursor{
+		name: name, path: filepath.Join(dir, cursorDir, name), fsys: fsys, dir: dir,
+		wmu: wmu, writes: writes,
+		slots: make([]atomic.Uint64, window), mask: uint64(window - 1),
+	}
+}
+
+// start takes the cursor's lock and reads its checkpoint, for a log whose
+// records run from first to before end: a missing cursor starts at first,
+// a checkpoint past end is clamped to end. A new or clamped position is
+// checkpointed at once. On error the lock is released.
+func (c *Cursor) start(first, end uint64) (err error) {
+	lockPath := filepath.Join(c.dir, cursorDir, cursorAux(c.name, "lock"))
+	c.lock, err = c.fsys.Lock(lockPath, fmt.Sprintf("pid %d", os.Getpid()))
+	if errors.Is(err, vfs.ErrLocked) {
+		return fmt.Errorf("%w: %q: lock file %s is held by %s", ErrCursorOpen, c.name, lockPath, lockHolder(c.fsys, lockPath))
+	}
+	if err != nil {
+		return fmt.Errorf("wal: cursor %q: take lock: %w", c.name, err)
+	}
+	defer func() {
+		if err != nil {
+			c.unlock()
+		}
+	}()
+	committed, err := readCursorFile(c.fsys, c.dir, c.name)
+	fresh := errors.Is(err, fs.ErrNotExist)
+	switch {
+	case fresh:
+		committed = first
+	case err != nil:
+		return err
+	case committed > end:
+		// The log was cut below the checkpoint: resume at its end.
+		c.clampedFrom = committed
+		committed = end
+	}
+	c.floor.Store(committed)
+	c.next = committed
+	c.appended.Store(end)
+	if !fresh && c.clampedFrom == 0 {
+		c.written = committed
+		return nil
+	}
+	// Make the cursor (or its clamped position) durable now.
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.fol != nil {
+		if err := c.syncBelow(committed); err != nil {
+			return err
+		}
+	}
+	return c.writeCheckpoint(committed)
+}
+
+// unlock releases the cursor's lock file.
+func (c *Cursor) unlock() error {
+	if c.lock == nil {
+		return nil
+	}
+	err := c.lock.Close()
+	c.lock = nil
+	if err != nil {
+		return fmt.Errorf("wal: cursor %q: release lock: %w", c.name, err)
+	}
+	return nil
 }
 
 // Name returns the cursor's name.
@@ -525,7 +620,13 @@ func (c *Cursor) passGap(f uint64) bool {
 // checkAck is Ack's slow path: it refreshes the cached end of the log and
 // says why seq cannot be acked, if it cannot.
 func (c *Cursor) checkAck(seq, floor uint64) error {
-	if end := c.l.NextSeq(); seq >= end {
+	if c.fol != nil {
+		// Another process appends: the records this cursor read bound
+		// what may be acked.
+		if end := c.appended.Load(); seq >= end {
+			return fmt.Errorf("%w: cursor %q: seq %d is not in the log's files yet (as far as the cursor read, next is %d)", ErrAckRange, c.name, seq, end)
+		}
+	} else if end := c.l.NextSeq(); seq >= end {
 		return fmt.Errorf("%w: cursor %q: seq %d was not appended (next is %d)", ErrAckRange, c.name, seq, end)
 	} else {
 		c.appended.Store(end)
@@ -578,7 +679,13 @@ func (c *Cursor) next1(ctx context.Context, wake <-chan struct{}) (seq uint64, r
 		return 0, nil, ErrClosed
 	}
 	if c.r == nil {
-		r, err := c.l.NewReader(c.next, nil)
+		var r *Reader
+		var err error
+		if c.fol != nil {
+			r, err = OpenReader(c.dir, c.next, &c.fol.opts)
+		} else {
+			r, err = c.l.NewReader(c.next, nil)
+		}
 		if err != nil {
 			return 0, nil, fmt.Errorf("wal: cursor %q: %w", c.name, err)
 		}
@@ -588,6 +695,9 @@ func (c *Cursor) next1(ctx context.Context, wake <-chan struct{}) (seq uint64, r
 		if c.r.Next() {
 			seq = c.r.Seq()
 			c.next = seq + 1
+			if c.fol != nil && c.appended.Load() <= seq {
+				c.appended.Store(seq + 1) // Next's goroutine is the only writer
+			}
 			return seq, c.r.Record(), nil
 		}
 		if err := c.r.Err(); err != nil {
@@ -597,6 +707,15 @@ func (c *Cursor) next1(ctx context.Context, wake <-chan struct{}) (seq uint64, r
 				c.next = g.End
 			}
 			return 0, nil, err
+		}
+		if c.fol != nil && wake != nil {
+			// A follower waits in its watcher, not on channels: wake is
+			// looked at between the watcher's events and polls.
+			select {
+			case <-wake:
+				return 0, nil, ErrWoken
+			default:
+			}
 		}
 		if err := c.r.wait(ctx, wake); err != nil {
 			return 0, nil, err
@@ -629,17 +748,20 @@ func (c *Cursor) Seek(seq uint64) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	l := c.l
-	if err := l.mapErr(l.eng.Err()); err != nil {
+	if c.l != nil {
+		if err := c.l.mapErr(c.l.eng.Err()); err != nil {
+			return err
+		}
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	first, next, err := c.bounds()
+	if err != nil {
 		return err
 	}
-	s := &l.cursors
-	s.write.Lock()
-	defer s.write.Unlock()
-	if first := l.FirstSeq(); seq < first {
+	if seq < first {
 		return fmt.Errorf("wal: cursor %q: seek: %w", c.name, &TruncatedError{Seq: seq, First: first})
 	}
-	next := l.NextSeq()
 	if seq > next {
 		return fmt.Errorf("%w: cursor %q: seek to %d (next is %d)", ErrNotAppended, c.name, seq, next)
 	}
@@ -657,8 +779,24 @@ func (c *Cursor) Seek(seq uint64) error {
 	c.floor.Store(seq)
 	c.next = seq
 	c.appended.Store(next)
-	c.err = c.writeCheckpoint(min(seq, l.DurableSeq()+1))
+	if c.fol != nil {
+		if c.err = c.syncBelow(seq); c.err != nil {
+			return c.err
+		}
+		c.err = c.writeCheckpoint(seq)
+	} else {
+		c.err = c.writeCheckpoint(min(seq, c.l.DurableSeq()+1))
+	}
 	return c.err
+}
+
+// bounds returns the log's first sequence number and the one after its
+// last record.
+func (c *Cursor) bounds() (first, next uint64, err error) {
+	if c.fol == nil {
+		return c.l.FirstSeq(), c.l.NextSeq(), nil
+	}
+	return readBounds(c.dir, &c.fol.opts)
 }
 
 // ackGap acks the sequence numbers of a recorded gap: the committed
@@ -687,6 +825,9 @@ func (c *Cursor) Commit(ctx context.Context) error {
 		return ErrClosed
 	}
 	f := c.floor.Load()
+	if c.fol != nil {
+		return c.checkpointFollow()
+	}
 	if f > 1 {
 		if err := c.l.WaitDurable(ctx, f-1); err != nil {
 			return err
@@ -706,6 +847,9 @@ func (c *Cursor) Close() error {
 		c.r.Close()
 		c.r = nil
 	}
+	if c.fol != nil {
+		return c.closeFollow()
+	}
 	s := &c.l.cursors
 	s.mu.Lock()
 	if s.mu.open[c.name] != c {
@@ -723,7 +867,7 @@ func (c *Cursor) Close() error {
 	}
 	c.closed.Store(true)
 	s.mu.Unlock()
-	return err
+	return errors.Join(err, c.unlock())
 }
 
 // checkpoint writes the committed position, clamped below limit (the
@@ -731,9 +875,8 @@ func (c *Cursor) Close() error {
 // last checkpoint.
 func (c *Cursor) checkpoint(limit uint64) error {
 	v := min(c.floor.Load(), limit)
-	s := &c.l.cursors
-	s.write.Lock()
-	defer s.write.Unlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if v <= c.written {
 		return c.err
 	}
@@ -742,11 +885,11 @@ func (c *Cursor) checkpoint(limit uint64) error {
 }
 
 // writeCheckpoint replaces the cursor's file with one recording committed.
-// REQUIRES: l.cursors.write is held.
+// REQUIRES: c.wmu is held.
 func (c *Cursor) writeCheckpoint(committed uint64) error {
-	fsys := c.l.opts.fsys
-	cdir := filepath.Join(c.l.dir, cursorDir)
-	tmp := filepath.Join(cdir, _cursorTmp)
+	fsys := c.fsys
+	cdir := filepath.Join(c.dir, cursorDir)
+	tmp := filepath.Join(cdir, cursorAux(c.name, "tmp"))
 	fail := func(what string, err error) error {
 		return fmt.Errorf("wal: checkpoint cursor %q (%s): %s: %w", c.name, c.path, what, err)
 	}
@@ -772,7 +915,7 @@ func (c *Cursor) writeCheckpoint(committed uint64) error {
 		return fail("sync directory", err)
 	}
 	c.written = committed
-	c.l.cursors.writes.Add(1)
+	c.writes.Add(1)
 	return nil
 }
 
@@ -833,19 +976,29 @@ func ReadCursors(dir string, opts *Options) ([]CursorInfo, error) {
 	if _, _, err := openDir(o.fsys, dir, "read cursors"); err != nil {
 		return nil, err
 	}
-	r, err := OpenReader(dir, 0, &o)
+	_, next, err := readBounds(dir, &o)
 	if err != nil {
 		return nil, err
 	}
-	next := uint64(1)
-	if len(r.segs) > 0 {
-		// The end of the log: read the last segment through.
-		r.i, r.expect = len(r.segs)-1, r.segs[len(r.segs)-1].firstSeq
-		r.readThroughGaps()
-		next = r.expect
-	}
-	r.Close()
 	return readCursors(o.fsys, dir, next, o.MaxRecordSize)
+}
+
+// readBounds returns the first sequence number of the log in dir and the
+// one after its last whole record, reading its last segment through (1
+// and 1 for a log with no segments). It works while another process
+// writes the log.
+func readBounds(dir string, o *Options) (first, next uint64, err error) {
+	r, err := OpenReader(dir, 0, o)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer r.Close()
+	if len(r.segs) == 0 {
+		return 1, 1, nil
+	}
+	r.i, r.expect = len(r.segs)-1, r.segs[len(r.segs)-1].firstSeq
+	r.readThroughGaps()
+	return r.segs[0].firstSeq, r.expect, nil
 }
 
 // readCursors lists the cursor files in dir's cursors directory, for a log

@@ -379,7 +379,7 @@ func TestAckDoesNotAllocate(t *testing.T) {
 // (renames of the checkpoint's temporary file).
 func countCheckpoints(fsys vfs.FS, n *atomic.Int64) vfs.FS {
 	return vfs.WithFaults(fsys, func(op vfs.Op, name string, off int64, k int) (int, error) {
-		if op == vfs.OpRename && filepath.Base(name) == _cursorTmp {
+		if b := filepath.Base(name); op == vfs.OpRename && strings.HasPrefix(b, ".") && strings.HasSuffix(b, ".tmp") {
 			n.Add(1)
 		}
 		return k, nil

@@ -18,7 +18,6 @@ import (
 
 	"github.com/appendlog/appendlog/ship"
 	"github.com/appendlog/appendlog/stream"
-	"github.com/appendlog/appendlog/wal"
 )
 
 func init() { register(func(*bool) *cobra.Command { return newShipCmd() }) }
@@ -73,7 +72,11 @@ member; the default source name is then "stream:NAME".
 Without --follow it ships the records the log holds and exits 0 once Kafka
 acknowledged them all. With --follow it ships new records as they are
 appended until SIGINT or SIGTERM, then waits for the records in flight and
-commits. ship opens the log, so no other process may have it open.
+commits. ship reads a log's files and never takes its lock: the service
+that writes the log may run, start and stop meanwhile (ship then ships the
+records the writer handed to the OS, and makes the ones it checkpoints past
+durable itself). A stream store, by contrast, is opened, so no other
+process may have it open.
 
 Exit status 1: the brokers are unreachable (the message names them), the
 topic is missing (create it, or pass --create-topic), Kafka refused a
@@ -134,13 +137,8 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 		o.Cursor = f.group
 		newShipper = func() (*ship.Shipper, error) { return ship.NewKafkaFromGroup(str, o) }
 	} else {
-		l, err := wal.Open(f.dir, nil)
-		if err != nil {
-			return err
-		}
-		defer l.Close()
-		closeSrc = l.Close
-		newShipper = func() (*ship.Shipper, error) { return ship.NewKafka(l, o) }
+		closeSrc = func() error { return nil }
+		newShipper = func() (*ship.Shipper, error) { return ship.NewKafkaFromDir(f.dir, nil, o) }
 	}
 	if f.createTopic {
 		if err := createTopic(ctx, f); err != nil {

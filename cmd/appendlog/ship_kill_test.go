@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -72,7 +74,15 @@ func TestShipKillRealKafka(t *testing.T) {
 	}
 	t.Logf("%d runs killed while shipping %d records; the last run shipped %d and skipped %d already in Kafka", killed, n, res.Shipped, res.DuplicatesSkipped)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumeTopics("t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20))
+	checkTopicOnce(t, b.Addr, "t", n)
+}
+
+// checkTopicOnce reads topic back and checks it holds the records
+// "record 1" to "record n" exactly once each, in order, with their
+// appendlog-seq headers.
+func checkTopicOnce(t *testing.T, addr, topic string, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,4 +116,91 @@ func TestShipKillRealKafka(t *testing.T) {
 	if fs := cl.PollFetches(short); fs.NumRecords() != 0 {
 		t.Fatalf("%d records after the last one: duplicates", fs.NumRecords())
 	}
+}
+
+// TestShipFollowKillRealKafka: `appendlog ship --follow` ships a live log
+// that this process keeps appending to (ship takes no lock on it), and is
+// SIGKILLed ten times at random moments and stopped by SIGTERM three times
+// (exit 0, in-flight records finished and committed). After the writer
+// stops, a last run ships to the end: a real Kafka broker holds every
+// record exactly once, in order.
+func TestShipFollowKillRealKafka(t *testing.T) {
+	b := kafkatest.Start(t)
+	b.CreateTopic("f", 1)
+	d := filepath.Join(t.TempDir(), "log")
+	l, err := wal.Open(d, &wal.Options{SegmentSize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	stop := make(chan struct{})
+	werr := make(chan error, 1)
+	go func() {
+		// About 200k records/s, in bursts of 200, until stop.
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				werr <- l.Close()
+				return
+			case <-tick.C:
+			}
+			for range 200 {
+				if _, err := l.Append(fmt.Appendf(nil, "record %d", n.Load()+1)); err != nil {
+					l.Close()
+					werr <- err
+					return
+				}
+				n.Add(1)
+			}
+		}
+	}()
+	rng := killRNG(t, 17)
+	args := []string{"ship", "--dir", d, "--brokers", b.Addr, "--topic", "f", "--source", "follow-kill", "--json"}
+	var lastCommitted uint64
+	for trial := range 13 {
+		cmd := exec.Command(cliPath, append(args, "--follow")...)
+		cmd.Env = cliEnv()
+		var out strings.Builder
+		cmd.Stdout = &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		term := trial%4 == 3
+		sig := syscall.SIGKILL
+		if term {
+			sig = syscall.SIGTERM
+		}
+		_ = cmd.Process.Signal(sig)
+		err := cmd.Wait()
+		if !term {
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != -1 {
+				t.Fatalf("trial %d: ship --follow ended before the SIGKILL: %v\n%s", trial, err, out.String())
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("trial %d: ship --follow stopped by SIGTERM: %v\n%s", trial, err, out.String())
+		}
+		var res shipResult
+		if err := jsonUnmarshal(lastLine(out.String()), &res); err != nil || res.Committed <= lastCommitted || res.Committed > uint64(n.Load())+1 {
+			t.Fatalf("trial %d: SIGTERM summary %v %+v (last committed %d, appended %d)", trial, err, res, lastCommitted, n.Load())
+		}
+		lastCommitted = res.Committed
+	}
+	close(stop)
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+	total := int(n.Load())
+	r := cli(t, args...)
+	expect(t, r, exitOK)
+	var res shipResult
+	if err := jsonUnmarshal(lastLine(r.stdout), &res); err != nil || res.Committed != uint64(total)+1 {
+		t.Fatalf("the last run: %v %+v\n%s", err, res, r)
+	}
+	t.Logf("%d records appended while ship --follow was killed 10 times and stopped 3 times; the last run shipped %d and skipped %d already in Kafka", total, res.Shipped, res.DuplicatesSkipped)
+	checkTopicOnce(t, b.Addr, "f", total)
 }

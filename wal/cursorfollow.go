@@ -1,0 +1,191 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/appendlog/appendlog/internal/engine/clock"
+)
+
+// cursorFollower is the state of a cursor from OpenCursor: a consumer of a
+// log another process writes (or nobody does).
+type cursorFollower struct {
+	opts Options
+	// mu serialises the cursor's checkpoint writes; writes counts them.
+	mu     sync.Mutex
+	writes atomic.Int64
+	// failed is the first fdatasync error of a segment, after which no
+	// checkpoint is written again: a failed sync is never retried (the
+	// kernel may have dropped the pages it could not write). Protected by
+	// mu.
+	failed error
+	stopc  chan struct{} // closed by Close to stop the checkpointer
+	done   chan struct{} // closed when the checkpointer exits
+}
+
+// OpenCursor opens the durable cursor name of the log in dir without
+// opening the log itself: for a consumer in another process than the
+// writer's (a shipper beside a service), or of a log nobody writes. It
+// takes no log lock and writes nothing but the cursor's files.
+//
+// It is the Cursor of Log.Cursor in every respect but these:
+//   - Next reads through a following Reader (see OpenReader): it waits for
+//     the writer's records through the files' change events, and sees a
+//     record once the writer handed it to the OS. NextOrWake looks at its
+//     wake channel between those events and the follower's polls, so
+//     within the poll interval rather than at once.
+//   - A record may be acked once the cursor knows it is in the files (it
+//     is below End); ErrAckRange above.
+//   - A checkpoint makes the records it covers durable itself: before it
+//     writes one it fdatasyncs the segments holding the records acked
+//     since the last, so a checkpoint never points past a record a power
+//     cut could take back, whatever the writer's sync policy. A failed
+//     fdatasync is never retried: every later checkpoint, Commit and
+//     Close returns that error.
+//   - Commit writes the checkpoint at once; there is no waiting on a
+//     writer's group commit.
+//   - The checkpointer is a goroutine of the cursor's own, joined by Close.
+//
+// The writer's retention keeps every record this cursor has not
+// checkpointed past, as for a cursor of its own (unless
+// Retention.IgnoreCursors). A cursor is open in one place at a time,
+// across processes: a cursor open in the writer or another consumer is
+// ErrCursorOpen naming the holder. A checkpoint past the end of the
+// records in the files is clamped to that end and reported by Clamped.
+// opts configures the reads (MaxRecordSize, ReaderWindow,
+// CheckpointEvery); nil means the defaults.
+func OpenCursor(dir, name string, opts *Options, copts *CursorOptions) (*Cursor, error) {
+	if err := checkCursorName(name); err != nil {
+		return nil, err
+	}
+	window, err := ackWindow(name, copts)
+	if err != nil {
+		return nil, err
+	}
+	o := opts.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if _, _, err := openDir(o.fsys, dir, "open cursor"); err != nil {
+		return nil, err
+	}
+	if err := makeCursorDir(o.fsys, dir); err != nil {
+		return nil, err
+	}
+	first, end, err := readBounds(dir, &o)
+	if err != nil {
+		return nil, err
+	}
+	fol := &cursorFollower{opts: o, stopc: make(chan struct{}), done: make(chan struct{})}
+	c := newCursor(o.fsys, dir, name, window, &fol.mu, &fol.writes)
+	c.fol = fol
+	if err := c.start(first, end); err != nil {
+		return nil, err
+	}
+	clk := o.clock
+	if clk == nil {
+		clk = clock.Real()
+	}
+	go c.followLoop(clk, o.CheckpointEvery)
+	return c, nil
+}
+
+// End returns the sequence number after the log's last record as far as
+// the cursor knows: for a cursor on an open Log, the Log's NextSeq; for
+// one from OpenCursor, the end of the records in the files when it was
+// opened or the record after the last one Next delivered, whichever is
+// later.
+func (c *Cursor) End() uint64 {
+	if c.fol == nil {
+		return c.l.NextSeq()
+	}
+	return c.appended.Load()
+}
+
+// followLoop is the checkpointer of a cursor from OpenCursor.
+func (c *Cursor) followLoop(clk clock.Clock, period time.Duration) {
+	defer close(c.fol.done)
+	t := clk.NewTimer(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.fol.stopc:
+			return
+		case <-t.C():
+		}
+		// A failed write is kept in c.err and returned by Commit and
+		// Close; the next period tries again.
+		_ = c.checkpointFollow()
+		t.Reset(period)
+	}
+}
+
+// checkpointFollow writes the committed position of a cursor from
+// OpenCursor, if it moved, after making the records below it durable.
+func (c *Cursor) checkpointFollow() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	v := c.floor.Load()
+	if v <= c.written {
+		return c.err
+	}
+	if err := c.syncBelow(v); err != nil {
+		c.err = err
+		return err
+	}
+	c.err = c.writeCheckpoint(v)
+	return c.err
+}
+
+// syncBelow fdatasyncs the segments holding the records from the last
+// checkpoint up to v, for a cursor from OpenCursor. A segment retention
+// deleted meanwhile needs nothing. REQUIRES: c.wmu is held.
+func (c *Cursor) syncBelow(v uint64) error {
+	if c.fol.failed != nil {
+		return c.fol.failed
+	}
+	segs, _, _, err := listSegments(c.fsys, c.dir)
+	if err != nil {
+		return fmt.Errorf("wal: checkpoint cursor %q: %w", c.name, err)
+	}
+	for i, s := range segs {
+		if s.firstSeq >= v {
+			break
+		}
+		if i+1 < len(segs) && segs[i+1].firstSeq <= c.written {
+			continue // only records the last checkpoint covered
+		}
+		path := filepath.Join(c.dir, s.name)
+		f, err := c.fsys.OpenFile(path, os.O_RDONLY, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("wal: checkpoint cursor %q: open %s: %w", c.name, path, err)
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			c.fol.failed = fmt.Errorf("wal: checkpoint cursor %q: fdatasync %s: %w (no checkpoint is written after a failed sync)", c.name, path, err)
+			return c.fol.failed
+		}
+	}
+	return nil
+}
+
+// closeFollow is Close of a cursor from OpenCursor.
+func (c *Cursor) closeFollow() error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(c.fol.stopc)
+	<-c.fol.done
+	err := c.checkpointFollow()
+	return errors.Join(err, c.unlock())
+}
