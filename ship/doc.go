@@ -42,9 +42,18 @@
 // (KafkaOptions.Key), since a record's partition is its key's hash modulo
 // the count.
 //
-// A record Kafka refuses for good (too large for the topic, not
-// authorized) stops the shipper with an error naming it, and the cursor
-// stays below it. Records sent after it may be in Kafka already, and a
-// restarted shipper would then take the refused record for one that
-// landed: fix the cause and check the topic before starting it again.
+// A record too large for the topic (its max.message.bytes, read at start
+// when the user may describe the topic's configuration) or for the client
+// (ProducerBatchMaxBytes, MaxInFlightBytes) is never sent: the shipper
+// stops before it with ErrRecordTooLarge, the records before it shipped
+// and committed, so every run stops there until the limits are raised.
+// The check is on the record's uncompressed size (as the client's own
+// limit is), so a compressible record the broker would take after
+// compression is stopped too: a loud stop, never a skipped record.
+// Were it sent, Kafka would refuse it after later records had landed, and
+// a restart would take it for one that landed. A record Kafka refuses for
+// another reason (authorization revoked mid-run, a broker-side validation)
+// stops the shipper with an error naming it and the cursor below it;
+// records sent after it may be in Kafka already, and a restart would then
+// skip it: fix the cause and check the topic before starting again.
 package ship

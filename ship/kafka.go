@@ -46,6 +46,12 @@ const (
 // when the topic does not exist.
 var ErrTopicMissing = errors.New("ship: the topic does not exist")
 
+// ErrRecordTooLarge is returned (wrapped, naming the record and the
+// limits) for a record larger than the topic or the client takes: the
+// shipper stops before it, with the records before it shipped and
+// committed, so that it is never skipped (see the package documentation).
+var ErrRecordTooLarge = errors.New("ship: record too large for Kafka")
+
 // ErrNotAuthorized is returned (wrapped, with Kafka's error) when Kafka
 // refuses the shipper's user the right to write.
 var ErrNotAuthorized = errors.New("ship: not authorized")
@@ -140,6 +146,9 @@ type Shipper struct {
 	src    []byte
 	cl     *kgo.Client
 	nparts int32
+	// maxRecord is the largest record (key, value and headers) sent (see
+	// recordLimit).
+	maxRecord int
 	last   map[int32]uint64 // the last seq of this source per partition, at start
 
 	shipped, bytes, skipped atomic.Uint64
@@ -455,6 +464,7 @@ func (s *Shipper) prepare(ctx context.Context) error {
 		return fmt.Errorf("ship: topic %q: %w", s.o.Topic, td.Err)
 	}
 	s.nparts = int32(len(td.Partitions))
+	s.maxRecord = s.recordLimit(ctx, adm)
 	if s.o.Key == nil && s.o.Partition >= s.nparts {
 		return fmt.Errorf("ship: topic %q has %d partitions, no partition %d", s.o.Topic, s.nparts, s.o.Partition)
 	}
@@ -467,6 +477,37 @@ func (s *Shipper) prepare(ctx context.Context) error {
 	}
 	s.last, err = s.lastSeqs(ctx, adm, parts)
 	return err
+}
+
+// _recordOverhead bounds what a record adds to its size in a batch of its
+// own beyond its key, value and headers (franz-go's size check): the batch
+// header and the record's varints.
+const _recordOverhead = 128
+
+// recordLimit returns the largest record (key, value and headers) the
+// shipper sends: one that fits a batch of its own within the client's
+// ProducerBatchMaxBytes and MaxBufferedBytes and the topic's
+// max.message.bytes (when the user may read the topic's configuration).
+// A larger one would be refused by the client or the broker after later
+// records were sent; the shipper stops before it instead.
+func (s *Shipper) recordLimit(ctx context.Context, adm *kadm.Client) int {
+	limit := s.o.MaxInFlightBytes
+	if v, ok := s.cl.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok && v > 0 {
+		limit = min(limit, int(v))
+	}
+	if rcs, err := adm.DescribeTopicConfigs(ctx, s.o.Topic); err == nil {
+		if rc, err := rcs.On(s.o.Topic, nil); err == nil && rc.Err == nil {
+			for _, c := range rc.Configs {
+				if c.Key != "max.message.bytes" || c.Value == nil {
+					continue
+				}
+				if v, err := strconv.Atoi(*c.Value); err == nil && v > 0 {
+					limit = min(limit, v)
+				}
+			}
+		}
+	}
+	return limit - _recordOverhead
 }
 
 // connectError describes a failure to reach the brokers, or to be let in.
@@ -600,6 +641,10 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 			s.skipped.Add(1)
 			_ = s.in.ack(seq) // in the window: nothing is in flight below it
 			continue
+		}
+		if size := len(key) + len(rec) + len(HeaderSource) + len(s.src) + len(HeaderSeq) + 20; size > s.maxRecord {
+			return fmt.Errorf("%w: record %d of %s is %d bytes with its key and headers, and the topic %q takes at most %d (max.message.bytes, and the client's ProducerBatchMaxBytes and KafkaOptions.MaxInFlightBytes, less %d bytes of batch overhead): neither it nor anything after it was sent; raise those limits to ship it",
+				ErrRecordTooLarge, seq, s.in.name(), size, s.o.Topic, s.maxRecord, _recordOverhead)
 		}
 		o := &s.out[seq&s.outMask]
 		o.val = append(o.val[:0], rec...)

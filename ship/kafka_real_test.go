@@ -3,14 +3,19 @@ package ship
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/appendlog/appendlog/internal/kafkatest"
 	"github.com/appendlog/appendlog/wal"
@@ -232,4 +237,61 @@ func BenchmarkShipLag(b *testing.B) {
 		b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds()), "p99-µs")
 		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
 	}
+}
+
+// TestRealKafkaSASL: on a real broker's SASL_PLAINTEXT listener a wrong
+// password or an unknown user is ErrNotAuthorized carrying Kafka's
+// SASL_AUTHENTICATION_FAILED, and nothing is acked; the right password
+// ships.
+func TestRealKafkaSASL(t *testing.T) {
+	b := kafkatest.Start(t)
+	b.CreateTopic("t", 1)
+	l := openLog(t, 100)
+	as := func(user, pass string) *KafkaOptions {
+		return &KafkaOptions{Brokers: []string{b.SASLAddr}, Topic: "t", Source: "src-1",
+			ConnectTimeout: 5 * time.Second, FlushTimeout: 5 * time.Second,
+			ClientOptions: []kgo.Opt{kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism())}}
+	}
+	for _, c := range [][2]string{{"shipper", "wrong"}, {"nobody", "pw"}} {
+		err := ToKafka(context.Background(), l, as(c[0], c[1]))
+		t.Logf("user %q, password %q: %v", c[0], c[1], err)
+		if !errors.Is(err, ErrNotAuthorized) || !strings.Contains(err.Error(), "SASL_AUTHENTICATION_FAILED") || !strings.Contains(err.Error(), b.SASLAddr) {
+			t.Fatalf("user %q with a wrong password: %v; want ErrNotAuthorized naming the broker and SASL_AUTHENTICATION_FAILED", c[0], err)
+		}
+	}
+	infos, err := l.Cursors()
+	noErr(t, err)
+	if len(infos) != 1 || infos[0].Committed != 1 {
+		t.Fatalf("cursor after refused runs: %+v", infos)
+	}
+	noErr(t, ToKafka(context.Background(), l, as("shipper", kafkatest.SASLUsers["shipper"])))
+	exactlyOnce(t, readTopicAt(t, []string{b.Addr}, "src-1", 100), 100)
+}
+
+// TestRealKafkaRecordTooLarge: a real broker's topic with a small
+// max.message.bytes: the shipper reads the limit, ships the records before
+// a larger one, and stops before it, run after run.
+func TestRealKafkaRecordTooLarge(t *testing.T) {
+	b := kafkatest.Start(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	noErr(t, err)
+	defer cl.Close()
+	v := "10000"
+	res, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, map[string]*string{"max.message.bytes": &v}, "t")
+	noErr(t, err)
+	noErr(t, res.Err)
+	l := openLog(t, 100)
+	big := make([]byte, 20_000)
+	rand.Read(big) // incompressible: too large for the broker after compression too
+	_, err = l.Append(big)
+	noErr(t, err)
+	appendN(t, l, 99)
+	o := &KafkaOptions{Brokers: []string{b.Addr}, Topic: "t", Source: "src-1"}
+	for run := range 2 {
+		err := ToKafka(context.Background(), l, o)
+		if !errors.Is(err, ErrRecordTooLarge) || !strings.Contains(err.Error(), "record 101 ") || !strings.Contains(err.Error(), "at most 9872") {
+			t.Fatalf("run %d: %v; want ErrRecordTooLarge for record 101 within the topic's 10000 bytes", run, err)
+		}
+	}
+	exactlyOnce(t, readTopicAt(t, []string{b.Addr}, "src-1", 100), 100)
 }

@@ -1,6 +1,7 @@
 package ship
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
@@ -435,4 +437,59 @@ func TestShipFromGroup(t *testing.T) {
 		t.Fatalf("the group reopened at %d, want 3501", g.Committed())
 	}
 	noErr(t, g.Close())
+}
+
+// TestShipRecordTooLarge: a record larger than the topic's
+// max.message.bytes, or the client's batch limit, stops the shipper before
+// it is sent, with every record before it shipped and committed and none
+// after it sent; a second run stops at it again rather than skip it.
+func TestShipRecordTooLarge(t *testing.T) {
+	c := cluster(t, 1)
+	l := openLog(t, 100)
+	_, err := l.Append(bytes.Repeat([]byte("x"), 20_000))
+	noErr(t, err)
+	appendN(t, l, 99)
+	adm := kadm.NewClient(mustClient(t, c))
+	setMax := func(v string) {
+		t.Helper()
+		rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &v}}, "t")
+		noErr(t, err)
+		for _, r := range rs {
+			noErr(t, r.Err)
+		}
+	}
+	setMax("10000")
+	for run := range 2 {
+		s, err := NewKafka(l, opts(c))
+		noErr(t, err)
+		err = s.Run(context.Background())
+		st := s.Stats()
+		noErr(t, s.Close())
+		t.Logf("run %d: %v", run, err)
+		if !errors.Is(err, ErrRecordTooLarge) || !strings.Contains(err.Error(), "record 101 ") || !strings.Contains(err.Error(), "max.message.bytes") {
+			t.Fatalf("run %d: %v; want ErrRecordTooLarge naming record 101", run, err)
+		}
+		if want := uint64(100 * (1 - run)); st.Shipped != want || st.Skipped != 0 || st.Committed != 101 {
+			t.Fatalf("run %d: %+v; want %d shipped, committed 101", run, st, want)
+		}
+	}
+	exactlyOnce(t, readTopic(t, c, "src-1", 100), 100)
+
+	// The client's own limit counts too.
+	setMax("10000000")
+	o := opts(c)
+	o.ClientOptions = []kgo.Opt{kgo.ProducerBatchMaxBytes(8000)}
+	if err := ToKafka(context.Background(), l, o); !errors.Is(err, ErrRecordTooLarge) || !strings.Contains(err.Error(), "at most 7872") {
+		t.Fatalf("client limit: %v", err)
+	}
+	exactlyOnce(t, readTopic(t, c, "src-1", 100), 100)
+}
+
+// mustClient returns a client of the cluster, closed when t ends.
+func mustClient(t *testing.T, c *kfake.Cluster) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	noErr(t, err)
+	t.Cleanup(cl.Close)
+	return cl
 }

@@ -37,10 +37,16 @@ const Version = "4.1.1"
 //go:embed pom.xml
 var pom []byte
 
+// SASLUsers are the users (name to password) of Broker.SASLAddr.
+var SASLUsers = map[string]string{"shipper": "shipper-pw"}
+
 // Broker is a running Kafka broker.
 type Broker struct {
 	// Addr is the broker's client listener, 127.0.0.1:PORT.
 	Addr string
+	// SASLAddr is a second client listener, SASL_PLAINTEXT with the PLAIN
+	// mechanism, that knows the users SASLUsers lists.
+	SASLAddr string
 
 	t      testing.TB
 	jars   string
@@ -58,22 +64,28 @@ func Start(t testing.TB) *Broker {
 	t.Helper()
 	jars := jarsDir(t)
 	b := &Broker{t: t, jars: jars, dir: t.TempDir()}
-	b.Addr, b.ctrl = freePort(t), freePort(t)
+	b.Addr, b.ctrl, b.SASLAddr = freePort(t), freePort(t), freePort(t)
+	var users strings.Builder
+	for u, p := range SASLUsers {
+		fmt.Fprintf(&users, " user_%s=%q", u, p)
+	}
 	props := fmt.Sprintf(`process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@%[2]s
-listeners=PLAINTEXT://%[1]s,CONTROLLER://%[2]s
-advertised.listeners=PLAINTEXT://%[1]s
+listeners=PLAINTEXT://%[1]s,CONTROLLER://%[2]s,SASL_PLAINTEXT://%[4]s
+advertised.listeners=PLAINTEXT://%[1]s,SASL_PLAINTEXT://%[4]s
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
 inter.broker.listener.name=PLAINTEXT
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required%[5]s;
 log.dirs=%[3]s
 offsets.topic.replication.factor=1
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
 num.partitions=1
-`, b.Addr, b.ctrl, filepath.Join(b.dir, "data"))
+`, b.Addr, b.ctrl, filepath.Join(b.dir, "data"), b.SASLAddr, users.String())
 	cfg := filepath.Join(b.dir, "server.properties")
 	if err := os.WriteFile(cfg, []byte(props), 0o644); err != nil {
 		t.Fatal(err)
