@@ -149,7 +149,7 @@ type Shipper struct {
 	// maxRecord is the largest record (key, value and headers) sent (see
 	// recordLimit).
 	maxRecord int
-	last   map[int32]uint64 // the last seq of this source per partition, at start
+	last      map[int32]uint64 // the last seq of this source per partition, at start
 
 	shipped, bytes, skipped atomic.Uint64
 	inFlight                atomic.Int64
