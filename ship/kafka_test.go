@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -349,6 +351,20 @@ func TestShipErrors(t *testing.T) {
 		t.Fatalf("missing topic: %v", err)
 	}
 
+	// A damaged cursor file, through the open Log and through the files.
+	noErr(t, os.MkdirAll(filepath.Join(l.Dir(), "cursors"), 0o755))
+	bad := filepath.Join(l.Dir(), "cursors", "broken")
+	noErr(t, os.WriteFile(bad, []byte("APNDCUR\x00 not a checkpoint"), 0o644))
+	o = opts(c)
+	o.Cursor = "broken"
+	err = ToKafka(context.Background(), l, o)
+	if !errors.Is(err, wal.ErrBadCursorFile) || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("a damaged cursor file: %v", err)
+	}
+	if _, err := NewKafkaFromDir(l.Dir(), nil, o); !errors.Is(err, wal.ErrBadCursorFile) || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("a damaged cursor file, from the directory: %v", err)
+	}
+
 	o = opts(c)
 	o.Partition = 3
 	if err := ToKafka(context.Background(), l, o); err == nil || !strings.Contains(err.Error(), "no partition 3") {
@@ -369,7 +385,7 @@ func TestShipErrors(t *testing.T) {
 	infos, err := l.Cursors()
 	noErr(t, err)
 	for _, in := range infos {
-		if in.Committed != 1 {
+		if in.Name != "broken" && in.Committed != 1 || in.Name == "broken" && !errors.Is(in.Err, wal.ErrBadCursorFile) {
 			t.Fatalf("cursor after failed runs: %+v", in)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,6 +97,12 @@ func TestShipCLIMisuse(t *testing.T) {
 	}
 	dead := ln.Addr().String()
 	ln.Close()
+	if err := os.MkdirAll(filepath.Join(d, "cursors"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "cursors", "broken"), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -107,6 +114,9 @@ func TestShipCLIMisuse(t *testing.T) {
 		{[]string{"--dir", d, "--brokers", dead, "--topic", "t", "--compression", "gzip9"}, exitFailure, `compression "gzip9"`},
 		{[]string{"--dir", d, "--brokers", dead, "--topic", "t"}, exitFailure, "cannot reach Kafka at [" + dead + "]"},
 		{[]string{"--dir", filepath.Join(d, "nope"), "--brokers", dead, "--topic", "t"}, exitFailure, "no such directory"},
+		{[]string{"--dir", d, "--brokers", dead, "--topic", "t", "--cursor", "broken"}, exitFailure, "bad cursor file " + filepath.Join(d, "cursors", "broken")},
+		{[]string{"--dir", d, "--brokers", dead, "--topic", "t", "--cursor", "../x"}, exitFailure, "invalid cursor name"},
+		{[]string{"--dir", t.TempDir(), "--brokers", dead, "--topic", "t"}, exitFailure, "cannot reach Kafka"},
 	} {
 		r := runInProcess(append([]string{"ship"}, tc.args...)...)
 		expect(t, r, tc.code, tc.want)
