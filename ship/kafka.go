@@ -210,7 +210,9 @@ func NewKafka(l *wal.Log, opts *KafkaOptions) (*Shipper, error) {
 // start, append and stop while the shipper runs. walOpts configures the
 // reads (nil means the defaults; MaxRecordSize must admit the writer's
 // records). Without Follow it ships the records in the files when it
-// starts. The default Source is dir's absolute path, as for NewKafka on
+// starts: those of the segments the writer has named (a new segment is
+// named once the one before it is sealed durably, so a record written into
+// it just before may wait for the next run). The default Source is dir's absolute path, as for NewKafka on
 // the same log, so the two resume each other's work.
 func NewKafkaFromDir(dir string, walOpts *wal.Options, opts *KafkaOptions) (*Shipper, error) {
 	return newShipper(opts, math.MaxInt, func(o *KafkaOptions, window int) (source, string, error) {
