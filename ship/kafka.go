@@ -122,11 +122,25 @@ type Stats struct {
 	InFlight int64
 	// Committed is the cursor's committed position: every record below it
 	// is in Kafka. LagRecords is how many records of the log are at or
-	// after it; OldestInFlight how long the oldest record in flight has
-	// waited for its acknowledgement.
+	// after it (for a log read through its files, as far as its directory
+	// and last segment header tell: see wal.Cursor.End); OldestInFlight
+	// how long the oldest record in flight has waited for its
+	// acknowledgement.
 	Committed      uint64
 	LagRecords     uint64
 	OldestInFlight time.Duration
+	// LagBytes is the payload size of the records not yet acknowledged:
+	// exact for those read (in flight or about to be sent), and for those
+	// not read yet their count times the mean size of the records read
+	// this run. 0 once every record is shipped.
+	LagBytes uint64
+	// OldestUnshipped is how long the oldest record not yet acknowledged
+	// has waited to ship: since the shipper read it for a record in
+	// flight, and, while records wait unread, at least since the shipper
+	// last had read every record visible to it (or since Run started). A
+	// shipper that keeps up shows the producer's round trip; one that
+	// falls behind shows it growing.
+	OldestUnshipped time.Duration
 	// ConnectErrors counts failed broker connections, request writes
 	// and response reads (the client retries them: these are the
 	// shipper's retries); ProduceErrors counts records Kafka refused for
@@ -153,8 +167,17 @@ type Shipper struct {
 
 	shipped, bytes, skipped atomic.Uint64
 	inFlight                atomic.Int64
-	connErrs, prodErrs      atomic.Uint64
-	lastAck                 atomic.Int64 // Unix ns
+	// pendingBytes sums the payload bytes of the records read and not yet
+	// acknowledged (in flight, or waiting to be sent);
+	// readRecs and readBytes count the records (and payload bytes) read
+	// from the source this run; nextRead is the seq after the last read;
+	// started is when Run started (Unix ns). For Stats.
+	pendingBytes        atomic.Int64
+	readRecs, readBytes atomic.Uint64
+	nextRead            atomic.Uint64
+	started             atomic.Int64
+	connErrs, prodErrs  atomic.Uint64
+	lastAck             atomic.Int64 // Unix ns
 
 	// out holds each record in flight at seq&outMask: the records in
 	// flight are within len(out), the source's ack window, of the
@@ -393,6 +416,21 @@ func (s *Shipper) Stats() Stats {
 			st.OldestInFlight = max(time.Since(time.Unix(0, ns)), 0)
 		}
 	}
+	st.OldestUnshipped = st.OldestInFlight
+	st.LagBytes = uint64(max(s.pendingBytes.Load(), 0))
+	if next := st.Committed + st.LagRecords; next > max(s.nextRead.Load(), st.Committed) {
+		unread := next - max(s.nextRead.Load(), st.Committed)
+		if n := s.readRecs.Load(); n > 0 {
+			st.LagBytes += unread * (s.readBytes.Load() / n)
+		}
+		if ns := s.started.Load(); ns != 0 {
+			since := time.Unix(0, ns)
+			if cu := s.in.caughtUp(); cu.After(since) {
+				since = cu
+			}
+			st.OldestUnshipped = max(st.OldestUnshipped, time.Since(since))
+		}
+	}
 	return st
 }
 
@@ -616,6 +654,8 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 	defer s.stopRead()
 	end := s.in.end()
 	next := s.in.committed()
+	s.nextRead.Store(next)
+	s.started.Store(time.Now().UnixNano())
 	for s.o.Follow || next < end {
 		seq, rec, err := s.in.next(ctx)
 		switch {
@@ -626,6 +666,10 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 			return fmt.Errorf("ship: read %s: %w", s.in.name(), err)
 		}
 		next = seq + 1
+		s.nextRead.Store(next)
+		s.readRecs.Add(1)
+		s.readBytes.Add(uint64(len(rec)))
+		s.pendingBytes.Add(int64(len(rec)))
 		// A partition that lags keeps the committed position down while
 		// others are acked: wait until seq is within the source's window.
 		for seq-s.in.committed() > s.outMask {
@@ -641,6 +685,7 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 		p, key := s.partition(rec)
 		if seq <= s.last[p] {
 			s.skipped.Add(1)
+			s.pendingBytes.Add(-int64(len(rec)))
 			_ = s.in.ack(seq) // in the window: nothing is in flight below it
 			continue
 		}
@@ -664,6 +709,7 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 func (s *Shipper) acked(r *kgo.Record, err error) {
 	seq := seqOf(r)
 	s.inFlight.Add(-1)
+	s.pendingBytes.Add(-int64(len(r.Value)))
 	if err != nil {
 		s.prodErrs.Add(1)
 		s.setErr(fmt.Sprintf("produce seq %d: %v", seq, err))

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/appendlog/appendlog/stream"
@@ -508,4 +509,64 @@ func mustClient(t *testing.T, c *kfake.Cluster) *kgo.Client {
 	noErr(t, err)
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// TestShipStatsLag: a broker that answers each produce request 20 ms late
+// keeps the shipper behind a log of 20,000 records of 64 bytes: Stats
+// shows the lag in records and bytes and an age that grows; once shipped,
+// every lag figure is 0.
+func TestShipStatsLag(t *testing.T) {
+	c := cluster(t, 1)
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		time.Sleep(20 * time.Millisecond)
+		return nil, nil, false
+	})
+	l, err := wal.Open(t.TempDir(), nil)
+	noErr(t, err)
+	defer l.Close()
+	const n, size = 20_000, 64
+	rec := bytes.Repeat([]byte("r"), size)
+	for range n {
+		_, err := l.Append(rec)
+		noErr(t, err)
+	}
+	o := opts(c)
+	o.MaxInFlightRecords = 256
+	o.Linger = time.Millisecond
+	s, err := NewKafka(l, o)
+	noErr(t, err)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
+	var first, later Stats
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		st := s.Stats()
+		if st.Shipped > 0 && first.Shipped == 0 {
+			first = st
+		}
+		if st.Shipped > n/4 {
+			later = st
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shipped %d in 20 s", st.Shipped)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	noErr(t, <-done)
+	t.Logf("first ack: %+v", first)
+	t.Logf("a quarter in: %+v", later)
+	for _, st := range []Stats{first, later} {
+		if st.LagRecords == 0 || st.LagRecords > n || st.LagBytes != st.LagRecords*size {
+			t.Fatalf("lag %d records, %d bytes (records of %d bytes)", st.LagRecords, st.LagBytes, size)
+		}
+	}
+	if later.OldestUnshipped < 50*time.Millisecond || later.OldestUnshipped <= first.OldestUnshipped {
+		t.Fatalf("oldest unshipped %v, then %v: want it growing while the shipper is behind", first.OldestUnshipped, later.OldestUnshipped)
+	}
+	st := s.Stats()
+	noErr(t, s.Close())
+	if st.LagRecords != 0 || st.LagBytes != 0 || st.OldestUnshipped != 0 || st.Shipped != n {
+		t.Fatalf("after shipping everything: %+v", st)
+	}
 }

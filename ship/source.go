@@ -24,6 +24,9 @@ type source interface {
 	end() uint64
 	// commit makes the committed position durable.
 	commit(ctx context.Context) error
+	// caughtUp is when the source last had nothing more to deliver and
+	// began to wait (the zero time if never).
+	caughtUp() time.Time
 	// name describes the source in errors.
 	name() string
 	close() error
@@ -51,6 +54,7 @@ func (w *walSource) committed() uint64                { return w.c.Committed() }
 func (w *walSource) end() uint64                      { return w.c.End() }
 func (w *walSource) commit(ctx context.Context) error { return w.c.Commit(ctx) }
 func (w *walSource) name() string                     { return w.dir }
+func (w *walSource) caughtUp() time.Time              { return w.c.CaughtUp() }
 func (w *walSource) close() error                     { return w.c.Close() }
 
 // groupSource reads a stream through a consumer group the shipper is the
@@ -82,6 +86,7 @@ func (gs *groupSource) ack(seq uint64) error         { return gs.g.Ack(seq) }
 func (gs *groupSource) committed() uint64            { return gs.g.Committed() }
 func (gs *groupSource) end() uint64                  { return gs.s.NextSeq() }
 func (gs *groupSource) commit(context.Context) error { return gs.g.Checkpoint() }
+func (gs *groupSource) caughtUp() time.Time          { return gs.g.CaughtUp() }
 func (gs *groupSource) name() string {
 	return fmt.Sprintf("stream %s group %s", gs.s.Name(), gs.g.Name())
 }

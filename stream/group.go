@@ -730,6 +730,11 @@ type GroupStats struct {
 	ConsumedBytes uint64
 }
 
+// CaughtUp returns when a member last found no record to take from the
+// stream and began to wait for one (see wal.Cursor.CaughtUp); the zero
+// time if none did.
+func (g *Group) CaughtUp() time.Time { return g.c.CaughtUp() }
+
 // Stats returns the group's counters.
 func (g *Group) Stats() GroupStats {
 	g.mu.Lock()

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/appendlog/appendlog/frame"
 	"github.com/appendlog/appendlog/internal/engine/clock"
@@ -366,6 +367,9 @@ type Cursor struct {
 	clampedFrom uint64
 
 	closed atomic.Bool
+	// caughtUp is when Next last found no record to deliver and began to
+	// wait (Unix ns), 0 if it never did.
+	caughtUp atomic.Int64
 	// next is the sequence number Next delivers next, and r the live
 	// Reader it reads with (nil until the first Next). Next's goroutine
 	// only.
@@ -533,6 +537,18 @@ func (c *Cursor) unlock() error {
 
 // Name returns the cursor's name.
 func (c *Cursor) Name() string { return c.name }
+
+// CaughtUp returns when Next last had delivered every record visible to
+// it and began to wait for more; the zero time if it never did. A consumer
+// that keeps up sets it all the time; one that falls behind stops setting
+// it, so time.Since(CaughtUp()) bounds from below how long the records
+// after its position have waited.
+func (c *Cursor) CaughtUp() time.Time {
+	if ns := c.caughtUp.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
 
 // Committed returns the committed position: the lowest sequence number not
 // yet acked. It may be ahead of the last checkpoint.
@@ -708,6 +724,7 @@ func (c *Cursor) next1(ctx context.Context, wake <-chan struct{}) (seq uint64, r
 			}
 			return 0, nil, err
 		}
+		c.caughtUp.Store(time.Now().UnixNano())
 		if c.fol != nil && wake != nil {
 			// A follower waits in its watcher, not on channels: wake is
 			// looked at between the watcher's events and polls.

@@ -97,15 +97,35 @@ func OpenCursor(dir, name string, opts *Options, copts *CursorOptions) (*Cursor,
 }
 
 // End returns the sequence number after the log's last record as far as
-// the cursor knows: for a cursor on an open Log, the Log's NextSeq; for
-// one from OpenCursor, the end of the records in the files when it was
-// opened or the record after the last one Next delivered, whichever is
-// later.
+// the cursor knows: for a cursor on an open Log, the Log's NextSeq. For one
+// from OpenCursor it reads the directory and the last segment's header:
+// the greatest of the end of the records in the files when the cursor was
+// opened, the record after the last one Next delivered, the last
+// segment's first sequence number and the durable mark the writer keeps in
+// its header (each sync writes there what the sync before it made
+// durable). So it may lag the writer by the records appended since its
+// last two syncs; the records of a segment the writer has not named yet
+// (see OpenReader) show once it does.
 func (c *Cursor) End() uint64 {
 	if c.fol == nil {
 		return c.l.NextSeq()
 	}
-	return c.appended.Load()
+	end := c.appended.Load()
+	segs, _, _, err := listSegments(c.fsys, c.dir)
+	if err != nil || len(segs) == 0 {
+		return end
+	}
+	last := segs[len(segs)-1]
+	end = max(end, last.firstSeq)
+	f, err := c.fsys.OpenFile(filepath.Join(c.dir, last.name), os.O_RDONLY, 0)
+	if err != nil {
+		return end
+	}
+	defer f.Close()
+	if h, mark, err := readHeader(f); err == nil && h.FirstSeq == last.firstSeq && mark.NextSeq > end {
+		end = mark.NextSeq
+	}
+	return end
 }
 
 // followLoop is the checkpointer of a cursor from OpenCursor.

@@ -373,3 +373,58 @@ func TestOpenCursorAnotherProcess(t *testing.T) {
 		t.Fatalf("checkpoint %d, %v", got, err)
 	}
 }
+
+// TestCursorCaughtUpAndFollowerEnd: CaughtUp moves when Next has nothing
+// to deliver and waits; a follower's End sees records the writer synced
+// beyond what the cursor read, through the last segment's durable mark.
+func TestCursorCaughtUpAndFollowerEnd(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, nil)
+	defer l.Close()
+	appendN(t, l, 100)
+	noErr(t, l.Sync(context.Background()))
+	for _, open := range []func() (*Cursor, error){
+		func() (*Cursor, error) { return l.Cursor("in") },
+		func() (*Cursor, error) { return OpenCursor(dir, "out", nil, nil) },
+	} {
+		c, err := open()
+		noErr(t, err)
+		if !c.CaughtUp().IsZero() {
+			t.Fatalf("%s: CaughtUp %v before any Next", c.Name(), c.CaughtUp())
+		}
+		for range 100 {
+			_, _, err := c.Next(context.Background())
+			noErr(t, err)
+		}
+		if !c.CaughtUp().IsZero() {
+			t.Fatalf("%s: CaughtUp set while records were there to deliver", c.Name())
+		}
+		before := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		_, _, err = c.Next(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: Next at the end: %v", c.Name(), err)
+		}
+		if cu := c.CaughtUp(); cu.Before(before) {
+			t.Fatalf("%s: CaughtUp %v, before the wait at %v", c.Name(), cu, before)
+		}
+		noErr(t, c.Close())
+	}
+
+	c, err := OpenCursor(dir, "end", nil, nil)
+	noErr(t, err)
+	defer c.Close()
+	if e := c.End(); e != 101 {
+		t.Fatalf("End %d at open, want 101", e)
+	}
+	// The header's mark records what the sync before the last made
+	// durable: the writer syncs twice.
+	appendN(t, l, 50)
+	noErr(t, l.Sync(context.Background()))
+	appendN(t, l, 1)
+	noErr(t, l.Sync(context.Background()))
+	if e := c.End(); e < 151 || e > 152 {
+		t.Fatalf("End %d after the writer synced 51 more in two syncs, want 151 or 152", e)
+	}
+}

@@ -47,6 +47,7 @@ type shipResult struct {
 	DuplicatesSkipped uint64  `json:"duplicates_skipped"`
 	Committed         uint64  `json:"committed"`
 	LagRecords        uint64  `json:"lag_records"`
+	LagBytes          uint64  `json:"lag_bytes"`
 	ConnectErrors     uint64  `json:"connect_errors"`
 	Topic             string  `json:"topic"`
 	Error             string  `json:"error,omitempty"`
@@ -164,7 +165,7 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 	elapsed := time.Since(start)
 	res := shipResult{
 		Shipped: st.Shipped, Bytes: st.Bytes, Seconds: elapsed.Seconds(), DuplicatesSkipped: st.Skipped,
-		Committed: st.Committed, LagRecords: st.LagRecords, ConnectErrors: st.ConnectErrors, Topic: f.topic,
+		Committed: st.Committed, LagRecords: st.LagRecords, LagBytes: st.LagBytes, ConnectErrors: st.ConnectErrors, Topic: f.topic,
 	}
 	if elapsed > 0 {
 		res.RecordsPerSec = float64(st.Shipped) / elapsed.Seconds()
@@ -222,8 +223,11 @@ func shipProgress(w io.Writer, s *ship.Shipper, follow bool, stop <-chan struct{
 		case <-t.C:
 			st := s.Stats()
 			_ = bar.Set64(int64(st.Shipped + st.Skipped))
-			if st.ConnectErrors > 0 && st.LastError != "" {
+			switch {
+			case st.ConnectErrors > 0 && st.LastError != "":
 				bar.Describe("ship (retrying: " + st.LastError + ")")
+			case follow:
+				bar.Describe(fmt.Sprintf("ship (lag %d records, %s, oldest %s)", st.LagRecords, humanBytes(int64(st.LagBytes)), st.OldestUnshipped.Round(time.Millisecond)))
 			}
 		}
 	}
