@@ -32,6 +32,13 @@
 // or any io.Writer
 // passed to NewRing, such as a network connection.
 //
+// A Ring from NewRing hands its io.Writer whole records only: every Write
+// call it makes ends at a record boundary, so a writer that acts on each
+// call (lumberjack rotates between calls; a datagram socket sends each one)
+// never splits a record. Producers note where records start, once per
+// 4 KiB, and the flusher carries a record a batch cut in two to the next
+// batch (RingOptions.SplitWrites turns this off).
+//
 // The flusher writes when a quarter of the ring has filled, when Flush,
 // Sync or Close ask, and otherwise at most FlushInterval (100 ms by
 // default) after a record was written to an idle ring.

@@ -104,6 +104,15 @@ type RingOptions struct {
 	// "appendlog: N records dropped\n", and Close writes one for drops not
 	// yet reported. Marker lines are not records (see Stats.Markers).
 	DropMarkers bool
+	// SplitWrites lets a Ring from NewRing hand its io.Writer bytes cut
+	// anywhere, inside a record too. By default each Write call it makes
+	// holds whole records only, so a writer that keeps or frames what each
+	// call gives it (lumberjack's size-based rotation, a datagram socket)
+	// never splits a record; the producers then note where records start,
+	// once per 4 KiB. A writer that only stores bytes in order (a pipe, a
+	// terminal) may save that. OpenFile's Rings write at offsets and ignore
+	// it.
+	SplitWrites bool
 
 	// Direct makes OpenFile open the file with O_DIRECT. If the platform or
 	// file system does not support it, OpenFile fails with an error
@@ -256,7 +265,7 @@ type Ring struct {
 	drop    bool          // Full == Drop
 	timeout time.Duration // BlockTimeout with Block
 	markers bool
-	cut     *marks // record starts for rotation; nil without Rotate
+	cut     *marks // record starts, for rotation and NewRing's whole-record writes; nil for a file without Rotate
 	opts    RingOptions
 
 	_ [64]byte
@@ -304,7 +313,16 @@ func NewRing(w io.Writer, opts *RingOptions) (*Ring, error) {
 	}
 	o := opts.withDefaults()
 	giveUp := make(chan struct{})
-	return newRing(newStreamSink(w, &o, giveUp), o, giveUp)
+	s := newStreamSink(w, &o, giveUp)
+	if !o.SplitWrites {
+		s.marks, s.maxClaim = newMarks(o.Size), maxClaim(o.Size)
+	}
+	r, err := newRing(s, o, giveUp)
+	if err != nil {
+		return nil, err
+	}
+	r.cut = s.marks
+	return r, nil
 }
 
 // OpenFile opens (creating if needed) the file at path and returns a Ring

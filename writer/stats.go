@@ -34,7 +34,10 @@ type Stats struct {
 	// times for writers without drop markers; WrittenRecords (and, with
 	// drop markers, WrittenBytes) may trail while writes are in flight and
 	// are exact once the writer is drained (after Flush with no concurrent
-	// Write, and after Close).
+	// Write, and after Close). A Ring from NewRing (without SplitWrites)
+	// holds back a record cut by a flush, and the bytes up to the next
+	// record start it knows (4 KiB on), until the rest of the record
+	// arrives: the io.Writer may have received that much less.
 	WrittenRecords, WrittenBytes uint64
 	// DroppedRecords and DroppedBytes count records refused because the
 	// buffer was full (Ring with Drop or a BlockTimeout).

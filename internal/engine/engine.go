@@ -104,7 +104,9 @@ type Sink interface {
 	// Write writes the bytes at log positions [pos, pos+len(a)+len(b)).
 	// b continues a when the range wraps around the end of the ring; it is
 	// often empty. The slices alias the ring: they are valid only during the
-	// call.
+	// call. A range ends where every claim below it ended (the tail when
+	// the flusher looked), or at a multiple of BlockSize, where a claim may
+	// continue; a and b meet at a multiple of Size.
 	Write(pos uint64, a, b []byte) error
 	// Sync makes every byte written so far durable.
 	Sync() error

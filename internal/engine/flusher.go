@@ -527,7 +527,7 @@ func minDur(a, b time.Duration) time.Duration {
 }
 
 // writeCommitted hands every committed byte to the sink, in writes of at
-// most MaxWrite bytes, releasing the blocks each write finished before the
+// most MaxWrite bytes (a write cut short ends at a block boundary), releasing the blocks each write finished before the
 // next, so producers waiting for space need not wait for the whole range.
 // It reports whether anything was written.
 //
@@ -544,9 +544,19 @@ func (e *Engine) writeCommitted() bool {
 	if first == w {
 		return false
 	}
-	limit := w + uint64(e.cfg.Size)
+	bs := uint64(e.cfg.BlockSize)
+	limit := (w + uint64(e.cfg.Size)) &^ (bs - 1) // a block boundary past w
 	for end := first; w < end; {
-		next := min(end, w+uint64(e.cfg.MaxWrite))
+		next := end
+		if end-w > uint64(e.cfg.MaxWrite) {
+			// A write cut short ends at a block boundary, where
+			// producers leave record starts (writer's marks), unless
+			// MaxWrite is below a block.
+			next = w + uint64(e.cfg.MaxWrite)
+			if r := next &^ (bs - 1); r > w {
+				next = r
+			}
+		}
 		a, b := e.slices(w, next)
 		start := e.now()
 		e.due.Store(e.nanos(start) + e.writeEst.next() + int64(_lateSlack))
