@@ -233,6 +233,24 @@ func (r *Reader) releaseBehind() {
 	r.released = end
 }
 
+// quick is nextLive's common case, without its loop: the next record is
+// visible, at or past from, and whole in the current segment's mapping
+// (see fastRecord). It reports false, having changed nothing, for
+// anything else.
+func (r *Reader) quick() bool {
+	ls := r.ls
+	if ls == nil || r.done || r.gap != nil || r.expect < r.from || r.off-r.released >= r.window {
+		return false
+	}
+	if r.vis != nil && r.expect >= r.vis.Load() {
+		return false
+	}
+	if end := ls.end.Load(); end != 0 && r.expect >= end {
+		return false
+	}
+	return r.fastRecord()
+}
+
 // _castagnoli is the CRC-32C table (hardware accelerated). Never written.
 var _castagnoli = crc32.MakeTable(crc32.Castagnoli)
 

@@ -150,6 +150,9 @@ func OpenReader(dir string, from uint64, opts *Options) (*Reader, error) {
 // with the record after it.
 func (r *Reader) Next() bool {
 	if r.tab != nil {
+		if r.quick() {
+			return true
+		}
 		return r.nextLive()
 	}
 	r.gap = nil
