@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/appendlog/appendlog/internal/vfs"
@@ -63,12 +65,16 @@ type Options struct {
 	// BufferSize is the in-memory claim/commit buffer of each open stream
 	// (wal.Options.BufferSize), a power of two of at least 64 KiB. The
 	// store's write-path memory is at most the number of open streams
-	// times BufferSize. Default DefaultBufferSize.
+	// times BufferSize. By default it follows the number of streams in
+	// the store when a stream's log opens: DefaultBufferSize up to 256
+	// streams, then the power of two that keeps all of them within
+	// _autoBudget (64 MiB), at least 64 KiB (from 1,024 streams on).
 	BufferSize int
 	// ReaderWindow bounds the bytes of a stream's mapped segment each
 	// group keeps resident behind its position (wal.Options.ReaderWindow):
 	// with many streams read at once, the process's RSS grows by about
-	// that much per group. Default wal.DefaultReaderWindow.
+	// that much per group. By default wal.DefaultReaderWindow up to 64
+	// streams, then sized as BufferSize is, down to 64 KiB.
 	ReaderWindow int64
 	// IdleTimeout closes the files and mappings of a stream that nothing
 	// published to and no group was open on for about that long; the next
@@ -80,6 +86,33 @@ type Options struct {
 
 	// fsys is the file system, vfs.OS() when nil (tests set it).
 	fsys vfs.FS
+}
+
+// _autoBudget is what the default BufferSize, and apart from it the
+// default ReaderWindow, of all the streams of a store add up to at most
+// (see Options).
+const _autoBudget = 64 << 20
+
+// _minAuto is the least default BufferSize and ReaderWindow.
+const _minAuto = 64 << 10
+
+// sizes returns the BufferSize and ReaderWindow of a stream's log opened
+// now: the Options', or sized by the number of streams.
+func (st *Store) sizes() (buffer int, window int64) {
+	n := max(st.count.Load(), 1)
+	auto := int64(_autoBudget)
+	if n > 1 {
+		auto = int64(1) << (bits.Len64(uint64(_autoBudget/n)) - 1) // a power of two
+	}
+	auto = max(auto, _minAuto)
+	buffer, window = st.opts.BufferSize, st.opts.ReaderWindow
+	if buffer == 0 {
+		buffer = int(min(auto, DefaultBufferSize))
+	}
+	if window == 0 {
+		window = min(auto, wal.DefaultReaderWindow)
+	}
+	return buffer, window
 }
 
 // Store holds many named streams in one directory, each a wal.Log in its
@@ -95,8 +128,10 @@ type Store struct {
 		streams map[string]*Stream // every stream on disk. Protected by mu.
 		closed  bool               // Protected by mu.
 	}
-	stop chan struct{} // closed by Close to stop the janitor
-	done chan struct{} // closed when the janitor exits
+	// count is len(mu.streams), for sizing a stream's buffers without mu.
+	count atomic.Int64
+	stop  chan struct{} // closed by Close to stop the janitor
+	done  chan struct{} // closed when the janitor exits
 }
 
 // Open opens the store in dir, creating dir and the store if they do not
@@ -111,9 +146,6 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	if o.fsys == nil {
 		o.fsys = vfs.OS()
-	}
-	if o.BufferSize == 0 {
-		o.BufferSize = DefaultBufferSize
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = DefaultIdleTimeout
@@ -203,6 +235,7 @@ func (st *Store) load(marker string, exists bool) error {
 			return err
 		}
 		st.mu.streams[n] = s
+		st.count.Add(1)
 	}
 	if len(unfinished) > 0 {
 		if err := fsys.SyncDir(sdir); err != nil {
@@ -338,6 +371,7 @@ func (st *Store) Create(name string, cfg *Config) (*Stream, error) {
 	}
 	s := newStream(st, name, final, c)
 	st.mu.streams[name] = s
+	st.count.Add(1)
 	return s, nil
 }
 
@@ -382,6 +416,7 @@ func (st *Store) Delete(name string) error {
 		return fmt.Errorf("stream: delete %q: %w", name, errors.Join(err, closeErr))
 	}
 	delete(st.mu.streams, name)
+	st.count.Add(-1)
 	if err := fsys.SyncDir(sdir); err != nil {
 		return fmt.Errorf("stream: delete %q: sync %s: %w", name, sdir, err)
 	}

@@ -362,3 +362,37 @@ func TestScan(t *testing.T) {
 	}
 	noErr(t, g.Close())
 }
+
+// TestDefaultSizesFollowStreamCount: by default a stream's write buffer
+// and reader window shrink as the store holds more streams, so that 1,000
+// streams keep within the memory target; explicit Options win.
+func TestDefaultSizesFollowStreamCount(t *testing.T) {
+	st, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, c := range []struct {
+		streams int64
+		buffer  int
+		window  int64
+	}{
+		{0, DefaultBufferSize, wal.DefaultReaderWindow},
+		{20, DefaultBufferSize, wal.DefaultReaderWindow},
+		{64, DefaultBufferSize, wal.DefaultReaderWindow},
+		{65, DefaultBufferSize, 512 << 10},
+		{256, DefaultBufferSize, 256 << 10},
+		{300, 128 << 10, 128 << 10},
+		{1000, 64 << 10, 64 << 10},
+		{100000, 64 << 10, 64 << 10},
+	} {
+		st.count.Store(c.streams)
+		if b, w := st.sizes(); b != c.buffer || w != c.window {
+			t.Errorf("%d streams: buffer %d, window %d; want %d, %d", c.streams, b, w, c.buffer, c.window)
+		}
+	}
+	st.opts.BufferSize, st.opts.ReaderWindow = 1<<20, 4<<20
+	if b, w := st.sizes(); b != 1<<20 || w != 4<<20 {
+		t.Errorf("explicit options: buffer %d, window %d", b, w)
+	}
+}

@@ -90,7 +90,9 @@ func (s *Stream) logLocked() (*wal.Log, error) {
 	if _, err := s.st.fsys.Stat(filepath.Join(s.dir, _streamFile)); err != nil {
 		return nil, fmt.Errorf("stream %q: its files are gone (%w); the directory %s was removed outside the store", s.name, err, s.dir)
 	}
-	wo := s.cfg.walOptions(&s.st.opts)
+	o := s.st.opts
+	o.BufferSize, o.ReaderWindow = s.st.sizes()
+	wo := s.cfg.walOptions(&o)
 	walhook.SetFS(&wo, s.st.fsys)
 	l, err := wal.Open(filepath.Join(s.dir, _logDir), &wo)
 	if err != nil {
