@@ -25,4 +25,18 @@
 // included), writes_total, syncs_total (fdatasync), next_seq and
 // durable_seq (gauges: the next sequence number, the highest durable one),
 // segments_created_total, segments_deleted_total.
+//
+// # Stream store metrics (NewStoreCollector)
+//
+// appendlog_stream_*, labelled stream: first_seq, next_seq and durable_seq
+// (gauges), published_records_total, published_bytes_total (since the
+// store opened), disk_bytes, open (1 while the stream's log is open) and
+// groups (open groups). appendlog_stream_group_*, labelled stream and
+// group, for each open group: committed_seq, delivered_total,
+// redelivered_total, acked_total, nacked_total, dead_total,
+// skipped_total, pending, lag_records, lag_bytes and
+// oldest_unacked_seconds.
+//
+// The shipper's collector is in package metrics/shipmetrics, so that
+// exporting these does not link the Kafka client.
 package metrics

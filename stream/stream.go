@@ -378,6 +378,21 @@ func (s *Stream) Stats() StreamStats {
 	return out
 }
 
+// GroupStats returns the Stats of each group open on the stream, by name.
+func (s *Stream) GroupStats() map[string]GroupStats {
+	s.mu.Lock()
+	groups := make([]*Group, 0, len(s.mu.groups))
+	for _, g := range s.mu.groups {
+		groups = append(groups, g)
+	}
+	s.mu.Unlock()
+	out := make(map[string]GroupStats, len(groups))
+	for _, g := range groups {
+		out[g.name] = g.Stats()
+	}
+	return out
+}
+
 // diskBytes sums the sizes of the stream's segment files.
 func (s *Stream) diskBytes() int64 {
 	dir := filepath.Join(s.dir, _logDir)
