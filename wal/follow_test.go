@@ -348,3 +348,47 @@ func BenchmarkFollowLatency(b *testing.B) {
 	b.ReportMetric(q(0.99), "p99-µs")
 	b.ReportMetric(q(0.999), "p99.9-µs")
 }
+
+// TestFollowerWaitAllocs: a follower at the end of what the writer wrote
+// (zeros after the last frame) waits and reads the next record without
+// allocating, once its segment is open.
+func TestFollowerWaitAllocs(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, &Options{Sync: SyncNever})
+	defer l.Close()
+	appendRecs(t, l, 10)
+	ctx := context.Background()
+	noErr(t, l.Flush(ctx))
+	r, err := OpenReader(dir, 0, nil)
+	noErr(t, err)
+	defer r.Close()
+	for r.Next() {
+	}
+	p := testPayload(0, 0, 64)
+	step := func() {
+		if r.Next() { // at the zeros past the last frame: nothing yet
+			panic("a record before the append")
+		}
+		if _, err := l.Append(p); err != nil {
+			panic(err)
+		}
+		if err := l.Flush(ctx); err != nil {
+			panic(err)
+		}
+		for !r.Next() {
+			if err := r.Err(); err != nil {
+				panic(err)
+			}
+			if r.Next() {
+				break
+			}
+			if err := r.Wait(ctx); err != nil {
+				panic(err)
+			}
+		}
+	}
+	step() // the first wait starts following: the watcher, the table
+	if a := testing.AllocsPerRun(200, step); a != 0 {
+		t.Fatalf("a follower's wait and read allocate %v times", a)
+	}
+}

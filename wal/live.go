@@ -118,6 +118,16 @@ type liveState struct {
 	// hdr its header.
 	buf []byte
 	hdr [frame.HeaderSize]byte
+	// dmg is the *frame.Damage frameAt returns, reused: a follower meets
+	// one at the end of what the writer wrote on every wait. corrupt keeps
+	// a copy of it.
+	dmg frame.Damage
+}
+
+// damage returns the Damage at off, in r.dmg.
+func (r *Reader) damage(off int64, err error) error {
+	r.dmg = frame.Damage{Offset: off, Err: err}
+	return &r.dmg
 }
 
 // nextLive is Next for a Reader of an open Log.
@@ -289,17 +299,17 @@ func (r *Reader) fastRecord() bool {
 func (r *Reader) frameAt(off int64) (frame.Frame, int, error) {
 	h, ok := r.ls.peek(r.hdr[:], off)
 	if !ok {
-		return frame.Frame{}, 0, &frame.Damage{Offset: off, Err: frame.ErrTruncated}
+		return frame.Frame{}, 0, r.damage(off, frame.ErrTruncated)
 	}
 	length := int(binary.LittleEndian.Uint32(h[4:8]) & frame.MaxPayload)
 	if length > max(r.maxRec, _gapPayloadSize) {
-		return frame.Frame{}, 0, &frame.Damage{Offset: off, Err: frame.ErrTooLarge}
+		return frame.Frame{}, 0, r.damage(off, frame.ErrTooLarge)
 	}
 	n := frame.HeaderSize + length
 	var b []byte
 	if m := r.ls.m; m != nil {
 		if off+int64(n) > int64(len(m)) {
-			return frame.Frame{}, 0, &frame.Damage{Offset: off, Err: frame.ErrTruncated}
+			return frame.Frame{}, 0, r.damage(off, frame.ErrTruncated)
 		}
 		b = m[off : off+int64(n)]
 	} else {
@@ -310,14 +320,14 @@ func (r *Reader) frameAt(off int64) (frame.Frame, int, error) {
 		k, err := r.ls.f.ReadAt(b, off)
 		if k < n {
 			if err == nil || errors.Is(err, io.EOF) {
-				return frame.Frame{}, 0, &frame.Damage{Offset: off, Err: frame.ErrTruncated}
+				return frame.Frame{}, 0, r.damage(off, frame.ErrTruncated)
 			}
 			return frame.Frame{}, 0, fmt.Errorf("read at %d: %w", off, err)
 		}
 	}
 	fr, _, err := frame.Decode(b)
 	if err != nil {
-		return frame.Frame{}, 0, &frame.Damage{Offset: off, Err: err}
+		return frame.Frame{}, 0, r.damage(off, err)
 	}
 	return fr, n, nil
 }

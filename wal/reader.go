@@ -250,6 +250,10 @@ func (r *Reader) relist() {
 }
 
 func (r *Reader) corrupt(off int64, err error) error {
+	if d, ok := err.(*frame.Damage); ok && d == &r.dmg {
+		c := *d // r.dmg is reused
+		err = &c
+	}
 	return &CorruptionError{Dir: r.dir, Segment: r.cur.name, Offset: off, Err: err}
 }
 
