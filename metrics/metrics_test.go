@@ -65,28 +65,10 @@ func checkValues(t *testing.T, fams map[string]*dto.MetricFamily, label string, 
 
 func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, typ dto.MetricType, label string) float64 {
 	t.Helper()
-	f, ok := fams[name]
-	if !ok {
-		t.Fatalf("no metric %s", name)
-	}
-	if f.GetType() != typ {
-		t.Fatalf("%s is a %v, want %v", name, f.GetType(), typ)
-	}
-	if len(f.Metric) != 1 {
+	if f, ok := fams[name]; ok && len(f.Metric) != 1 {
 		t.Fatalf("%s has %d samples", name, len(f.Metric))
 	}
-	m := f.Metric[0]
-	if len(m.Label) != 1 || m.Label[0].GetName() != "log" || m.Label[0].GetValue() != label {
-		t.Fatalf("%s labels %v", name, m.Label)
-	}
-	switch typ {
-	case dto.MetricType_COUNTER:
-		return m.Counter.GetValue()
-	case dto.MetricType_GAUGE:
-		return m.Gauge.GetValue()
-	}
-	t.Fatalf("value of a %v", typ)
-	return 0
+	return sample(t, fams, name, typ, map[string]string{"log": label})
 }
 
 // TestRingCollector writes through a Ring with drops and rotation, then
