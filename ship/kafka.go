@@ -438,10 +438,14 @@ func (s *Shipper) Stats() Stats {
 // Run started is shipped, waits for the records in flight (at most
 // FlushTimeout), commits the cursor and returns. It returns the first
 // error Kafka gave a record for good, ErrTopicMissing or ErrUnreachable
-// (wrapped, with details), or a log error; ctx being done is not an error
-// with Follow.
+// (wrapped, with details), or a log error. ctx being done is not an
+// error: Run stops reading, waits for the records in flight and commits,
+// or, done before Kafka first answered, returns at once with nothing sent.
 func (s *Shipper) Run(ctx context.Context) error {
 	if err := s.prepare(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: nothing was sent, the cursor stands
+		}
 		return err
 	}
 	// Records are produced with their own context, cancelled only once

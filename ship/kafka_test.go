@@ -329,6 +329,34 @@ func TestShipFromDir(t *testing.T) {
 	noErr(t, cur.Close())
 }
 
+// TestShipStoppedWhileStarting: a context done before Kafka answered (a
+// SIGTERM while the shipper connects) stops Run with no error, nothing
+// sent and the cursor where it was, reachable brokers or not.
+func TestShipStoppedWhileStarting(t *testing.T) {
+	c := cluster(t, 1)
+	l := openLog(t, 100)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	noErr(t, err)
+	dead := ln.Addr().String()
+	ln.Close()
+	for _, brokers := range [][]string{c.ListenAddrs(), {dead}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		o := opts(c)
+		o.Brokers, o.Follow = brokers, true
+		s, err := NewKafka(l, o)
+		noErr(t, err)
+		if err := s.Run(ctx); err != nil {
+			t.Fatalf("brokers %v, stopped before starting: %v", brokers, err)
+		}
+		st := s.Stats()
+		noErr(t, s.Close())
+		if st.Shipped != 0 || st.Committed != 1 {
+			t.Fatalf("brokers %v: %+v", brokers, st)
+		}
+	}
+}
+
 // TestShipErrors: a bad broker address, a missing topic, a partition the
 // topic does not have and bad options are clear errors.
 func TestShipErrors(t *testing.T) {
