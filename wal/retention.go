@@ -21,10 +21,11 @@ type Retention struct {
 	// MaxAge deletes a sealed segment once its last record was written
 	// longer ago than MaxAge (a segment found at Open is dated by its
 	// file's modification time). It applies to the active segment too:
-	// the first write into an active segment that nothing was written to
-	// for MaxAge seals it first, dated by its last record, so its records
-	// are deleted then and the new ones start a new segment. A log that
-	// gets no write at all keeps its active segment.
+	// one that nothing was written to for MaxAge is sealed, dated by its
+	// last record, and deleted, by the ager within MaxAge/4 (at most a
+	// minute) or by the first write into it, whichever comes first; new
+	// records start a new segment. A log that gets no write at all still
+	// loses its records MaxAge after the last one.
 	MaxAge time.Duration
 	// IgnoreCursors lets retention and TruncateFront delete records that a
 	// Cursor has not committed. By default they never delete a record at
@@ -223,6 +224,9 @@ func (l *Log) startRetention() {
 				return
 			case <-t.C():
 			}
+			// Seal an active segment idle for MaxAge (on the
+			// flusher: see segWriter.Tick); its seal applies retention.
+			l.eng.Tick()
 			l.applyRetention()
 			t.Reset(period)
 		}
@@ -235,6 +239,21 @@ func (l *Log) stopRetention() {
 		close(l.ager.stop)
 		<-l.ager.done
 	}
+}
+
+// Tick seals the active segment at pos, on the flusher, when it holds
+// records and nothing was written to it for sealIdle (Retention.MaxAge):
+// the Log's ager asks for it (Engine.Tick) so that a log that gets no more
+// appends still loses its expired records. pos is the end of every byte
+// written. The sealed segment is dated by its last write, as in sealAged.
+func (w *segWriter) Tick(pos uint64) error {
+	if w.sealIdle <= 0 || w.count == 0 || w.inFrame || w.nhdr != 0 || w.now().Sub(w.lastWrite) < w.sealIdle {
+		return nil
+	}
+	if w.table != nil && w.live != nil {
+		w.table.dateSeal(w.live, w.lastWrite)
+	}
+	return w.rotate(pos)
 }
 
 // sealAged seals the active segment at pos, before the records written

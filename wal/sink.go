@@ -111,7 +111,10 @@ type segWriter struct {
 	segments atomic.Int64
 }
 
-var _ engine.PipelinedSink = (*segWriter)(nil)
+var (
+	_ engine.PipelinedSink = (*segWriter)(nil)
+	_ engine.Ticker        = (*segWriter)(nil)
+)
 
 // fileOff returns the segment file offset of engine position pos.
 func (w *segWriter) fileOff(pos uint64) int64 {

@@ -112,6 +112,17 @@ type Sink interface {
 	Sync() error
 }
 
+// Ticker is a Sink with work to do on the flusher goroutine at times when
+// nothing is written: Engine.Tick asks for a call.
+type Ticker interface {
+	Sink
+	// Tick is called on the flusher goroutine after Engine.Tick, at a
+	// pass where every byte claimed so far is written: pos is the
+	// position after them. An error fails the engine, as a Write error
+	// does.
+	Tick(pos uint64) error
+}
+
 // PipelinedSink is a Sink whose syncs may overlap further writes: the
 // engine then runs each sync on a syncer goroutine while the flusher goes
 // on writing, so a slow fdatasync does not stall the write path. The
@@ -312,6 +323,8 @@ type Engine struct {
 	// Requests from waiters, raised with StoreMax.
 	flushReq atomic.Uint64
 	syncReq  atomic.Uint64
+	// tickReq asks the flusher to call the Sink's Tick (Engine.Tick).
+	tickReq atomic.Bool
 	// arrivals counts waits begun (for group-commit gathering).
 	arrivals atomic.Uint64
 
@@ -735,6 +748,15 @@ func (e *Engine) AwaitAtLeastOrWake(ctx context.Context, v *atomic.Uint64, want 
 // ErrWoken is returned by AwaitAtLeastOrWake when its wake channel fired
 // before the condition held.
 var ErrWoken = errors.New("engine: woken")
+
+// Tick asks the flusher to call the Sink's Tick (if it is a Ticker) soon,
+// without waiting. The call is made at a pass with nothing left to write;
+// while bytes are claimed and unwritten it is skipped (the writes that
+// follow are the Sink's chance to act).
+func (e *Engine) Tick() {
+	e.tickReq.Store(true)
+	e.wake()
+}
 
 // RequestSync asks the flusher to sync once the bytes below pos are written,
 // without waiting.

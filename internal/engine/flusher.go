@@ -90,6 +90,9 @@ func (f *flusher) run() {
 		if progressed {
 			e.progress.Broadcast()
 		}
+		if e.tickReq.Load() && !f.stopping {
+			f.tick()
+		}
 		if f.stopping {
 			// Close set the closed bit before stop, so the claimed position
 			// is final: wait for the last producers to commit, then write
@@ -104,6 +107,26 @@ func (f *flusher) run() {
 		}
 		f.sleep(p, progressed)
 	}
+}
+
+// tick serves Engine.Tick: it calls the Sink's Tick if every claimed byte
+// is written, and drops the request otherwise.
+func (f *flusher) tick() {
+	e := f.e
+	e.tickReq.Store(false)
+	t, ok := e.sink.(Ticker)
+	if !ok {
+		return
+	}
+	pos, _ := e.Tail()
+	if e.written.Load() != pos {
+		return
+	}
+	if err := t.Tick(pos); err != nil {
+		e.fail(err)
+		return
+	}
+	e.progress.Broadcast()
 }
 
 // park waits for the next reason to make a pass: a kick, the timer, a
