@@ -321,7 +321,9 @@ func (s *cursorSet) snapshot() []*Cursor {
 // cursors/NAME in the log directory (magic, version, committed position,
 // name, CRC-32C), replaced atomically by each checkpoint (temporary file,
 // fdatasync, rename, directory fsync): a power cut leaves the old
-// checkpoint or the new one, never a broken one.
+// checkpoint or the new one, never a broken one. While open it holds an
+// exclusive lock on cursors/.NAME.lock (one file descriptor), so that a
+// cursor has one owner across processes too (see OpenCursor).
 type Cursor struct {
 	l    *Log // nil for a cursor from OpenCursor (see fol)
 	name string
