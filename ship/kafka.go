@@ -418,8 +418,8 @@ func (s *Shipper) Stats() Stats {
 	}
 	st.OldestUnshipped = st.OldestInFlight
 	st.LagBytes = uint64(max(s.pendingBytes.Load(), 0))
-	if next := st.Committed + st.LagRecords; next > max(s.nextRead.Load(), st.Committed) {
-		unread := next - max(s.nextRead.Load(), st.Committed)
+	if next, read := st.Committed+st.LagRecords, max(s.nextRead.Load(), st.Committed); next > read {
+		unread := next - read
 		if n := s.readRecs.Load(); n > 0 {
 			st.LagBytes += unread * (s.readBytes.Load() / n)
 		}

@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"io"
 	"io/fs"
+	"math"
 	"math/bits"
 	"os"
 	"path/filepath"
@@ -516,12 +517,7 @@ func (c *Cursor) start(first, end uint64) (err error) {
 	// Make the cursor (or its clamped position) durable now.
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.fol != nil {
-		if err := c.syncBelow(committed); err != nil {
-			return err
-		}
-	}
-	return c.writeCheckpoint(committed)
+	return c.writeDurable(committed)
 }
 
 // unlock releases the cursor's lock file.
@@ -798,14 +794,10 @@ func (c *Cursor) Seek(seq uint64) error {
 	c.floor.Store(seq)
 	c.next = seq
 	c.appended.Store(next)
-	if c.fol != nil {
-		if c.err = c.syncBelow(seq); c.err != nil {
-			return c.err
-		}
-		c.err = c.writeCheckpoint(seq)
-	} else {
-		c.err = c.writeCheckpoint(min(seq, c.l.DurableSeq()+1))
+	if c.fol == nil {
+		seq = min(seq, c.l.DurableSeq()+1) // a follower's syncBelow makes them durable
 	}
+	c.err = c.writeDurable(seq)
 	return c.err
 }
 
@@ -843,10 +835,10 @@ func (c *Cursor) Commit(ctx context.Context) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	f := c.floor.Load()
 	if c.fol != nil {
-		return c.checkpointFollow()
+		return c.checkpoint(math.MaxUint64)
 	}
+	f := c.floor.Load()
 	if f > 1 {
 		if err := c.l.WaitDurable(ctx, f-1); err != nil {
 			return err
@@ -890,8 +882,9 @@ func (c *Cursor) Close() error {
 }
 
 // checkpoint writes the committed position, clamped below limit (the
-// sequence number after the last durable record), if it moved since the
-// last checkpoint.
+// sequence number after the last durable record; a cursor from OpenCursor
+// passes math.MaxUint64 and makes them durable itself), if it moved since
+// the last checkpoint.
 func (c *Cursor) checkpoint(limit uint64) error {
 	v := min(c.floor.Load(), limit)
 	c.wmu.Lock()
@@ -899,8 +892,20 @@ func (c *Cursor) checkpoint(limit uint64) error {
 	if v <= c.written {
 		return c.err
 	}
-	c.err = c.writeCheckpoint(v)
+	c.err = c.writeDurable(v)
 	return c.err
+}
+
+// writeDurable writes a checkpoint of v; a cursor from OpenCursor first
+// fdatasyncs the segments holding the records below it (syncBelow).
+// REQUIRES: c.wmu is held.
+func (c *Cursor) writeDurable(v uint64) error {
+	if c.fol != nil {
+		if err := c.syncBelow(v); err != nil {
+			return err
+		}
+	}
+	return c.writeCheckpoint(v)
 }
 
 // writeCheckpoint replaces the cursor's file with one recording committed.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -141,26 +142,9 @@ func (c *Cursor) followLoop(clk clock.Clock, period time.Duration) {
 		}
 		// A failed write is kept in c.err and returned by Commit and
 		// Close; the next period tries again.
-		_ = c.checkpointFollow()
+		_ = c.checkpoint(math.MaxUint64)
 		t.Reset(period)
 	}
-}
-
-// checkpointFollow writes the committed position of a cursor from
-// OpenCursor, if it moved, after making the records below it durable.
-func (c *Cursor) checkpointFollow() error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	v := c.floor.Load()
-	if v <= c.written {
-		return c.err
-	}
-	if err := c.syncBelow(v); err != nil {
-		c.err = err
-		return err
-	}
-	c.err = c.writeCheckpoint(v)
-	return c.err
 }
 
 // syncBelow fdatasyncs the segments holding the records from the last
@@ -206,6 +190,6 @@ func (c *Cursor) closeFollow() error {
 	}
 	close(c.fol.stopc)
 	<-c.fol.done
-	err := c.checkpointFollow()
+	err := c.checkpoint(math.MaxUint64)
 	return errors.Join(err, c.unlock())
 }

@@ -550,8 +550,9 @@ func minDur(a, b time.Duration) time.Duration {
 }
 
 // writeCommitted hands every committed byte to the sink, in writes of at
-// most MaxWrite bytes (a write cut short ends at a block boundary), releasing the blocks each write finished before the
-// next, so producers waiting for space need not wait for the whole range.
+// most MaxWrite bytes (a write cut short ends at a block boundary),
+// releasing the blocks each write finished before the next, so producers
+// waiting for space need not wait for the whole range.
 // It reports whether anything was written.
 //
 // It reads the frontier again before each write: producers fill the space
