@@ -23,10 +23,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/sys"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -402,10 +405,16 @@ func benchSeqWrite(b *testing.B, size int, syncEvery int64) {
 // BenchmarkGroupCommit measures durable acknowledgements: each goroutine
 // appends a 128-byte record and waits for it to be durable (SyncBatch),
 // in a loop. One op is one acknowledged record; b.N is split across the
-// goroutines. syncs/op is fdatasyncs per record before Close.
+// goroutines. syncs/op is fdatasyncs per record before Close, acks/sync
+// the records each covered, sync-mean-µs the mean fdatasync.
+//
+// After the timed region it measures the ceiling in the same directory
+// (syncCeiling): with g appends outstanding, at most g acks ride on one
+// fdatasync, so g ÷ (the median of a write of g records then fdatasync)
+// bounds acks/s; %ceiling is the log's rate against it.
 func BenchmarkGroupCommit(b *testing.B) {
 	const size = 128
-	for _, g := range []int{1, 32} {
+	for _, g := range []int{1, 8, 32, 128} {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
 			dir := b.TempDir()
 			l := openLog(b, dir, &wal.Options{Sync: wal.SyncBatch})
@@ -457,9 +466,51 @@ func BenchmarkGroupCommit(b *testing.B) {
 			}
 			reportRate(b, "acks/s")
 			b.ReportMetric(float64(st.Syncs)/float64(b.N), "syncs/op")
+			if n := st.SyncLatency.Count(); n > 0 {
+				b.ReportMetric(float64(st.SyncedRecords)/float64(n), "acks/sync")
+				b.ReportMetric(float64(st.SyncLatency.Sum.Microseconds())/float64(n), "sync-mean-µs")
+			}
 			verifyLog(b, dir, b.N, size, perWriter)
+			if p50 := syncCeiling(b, dir, g*(size+frame.HeaderSize)); p50 > 0 && b.Elapsed() > 0 {
+				ceiling := float64(g) / p50.Seconds()
+				b.ReportMetric(ceiling, "ceiling-acks/s")
+				b.ReportMetric(100*float64(b.N)/b.Elapsed().Seconds()/ceiling, "%ceiling")
+			}
 		})
 	}
+}
+
+// syncCeiling returns the median time, on a file in dir, of the fastest way
+// to make one group of records durable: one pwrite of n bytes at the tail,
+// into blocks already written (no extent to convert), then fdatasync.
+func syncCeiling(b *testing.B, dir string, n int) time.Duration {
+	const rounds = 300
+	f, err := os.OpenFile(filepath.Join(dir, "ceiling.probe"), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := f.Write(make([]byte, (rounds+1)*n)); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	p := make([]byte, n)
+	lat := make([]time.Duration, rounds)
+	for i := range lat {
+		start := time.Now()
+		if _, err := f.WriteAt(p, int64(i*n)); err != nil {
+			b.Fatal(err)
+		}
+		if err := sys.Fdatasync(f); err != nil {
+			b.Fatal(err)
+		}
+		lat[i] = time.Since(start)
+	}
+	slices.Sort(lat)
+	return lat[rounds/2]
 }
 
 // BenchmarkBaselineWriteSync is the floor BenchmarkGroupCommit is read

@@ -55,8 +55,11 @@
 // The header page (frame.FileHeader) holds the magic, version, kind and
 // first sequence number, and a durable mark (frame.Mark): the end offset and
 // next sequence number that a completed fdatasync made durable. The mark is
-// written one sync behind (sync k writes the state sync k-1 made durable),
-// so the header never claims more than the disk holds. Records are
+// written behind the syncs: a sync writes the state an earlier, completed
+// sync made durable, at most once per 10 ms, and the flusher writes the
+// last one when the log goes quiet, so the mark trails the last sync by
+// about 10 ms at most. The header never claims more than the disk holds,
+// and a synced append costs one write and one fdatasync. Records are
 // frame.KindRecord frames (see package frame). A segment is sealed when it
 // reaches Options.SegmentSize: a footer frame (first sequence number, count,
 // data end) is appended, the file is truncated to its true length and
@@ -74,10 +77,14 @@
 // the sequence numbers chain, and CRC-scans the last segment. With
 // Options.VerifyOnOpen it CRC-scans every segment, and damage in a sealed
 // one is a *CorruptionError too. Damage in the last segment past its
-// durable mark is a torn tail (writes that no completed sync covered): it
-// is cut, and Log.Recovery reports where and how many bytes. Damage
-// anywhere a completed sync covered, a missing segment, or a bad footer is
-// a *CorruptionError naming segment and byte offset: Open refuses to guess.
+// durable mark is a torn tail (writes that no sync the mark records
+// covered): it is cut, and Log.Recovery reports where and how many bytes.
+// Since the mark trails the syncs, records acknowledged in the last few
+// milliseconds before a crash are in that tail: if the disk damaged them
+// after their sync, they are cut too (Kafka's recovery point trails its
+// log by far more). Damage anywhere the mark covers, a missing segment, or
+// a bad footer is a *CorruptionError naming segment and byte offset: Open
+// refuses to guess.
 //
 // Sequence numbers are consecutive, with one exception: a gap that a forced
 // Repair recorded. Open accepts a recorded gap (Recovery.Gaps lists those

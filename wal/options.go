@@ -125,6 +125,9 @@ type Options struct {
 	// clock is the engine's clock, the system clock when nil. Tests set a
 	// clock.Fake and advance it instead of sleeping.
 	clock clock.Clock
+	// markEvery is how long a completed sync's durable mark may wait to be
+	// written (_markEvery when zero). Tests set it.
+	markEvery time.Duration
 }
 
 // withDefaults returns a copy of o with defaults filled in.
@@ -135,6 +138,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.fsys == nil {
 		c.fsys = vfs.OS()
+	}
+	if c.markEvery == 0 {
+		c.markEvery = _markEvery
 	}
 	if c.SegmentSize == 0 {
 		c.SegmentSize = DefaultSegmentSize

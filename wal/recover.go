@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/appendlog/appendlog/frame"
 	"github.com/appendlog/appendlog/internal/vfs"
@@ -44,7 +45,7 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 		return nil, rec, err
 	}
 	rec.Segments = len(segs)
-	w := &segWriter{fsys: fsys, dir: dir, segSize: o.SegmentSize, maxRec: o.MaxRecordSize}
+	w := &segWriter{fsys: fsys, dir: dir, segSize: o.SegmentSize, maxRec: o.MaxRecordSize, now: time.Now, markEvery: o.markEvery}
 	corrupt := func(name string, off int64, err error) error {
 		return &CorruptionError{Dir: dir, Segment: name, Offset: off, Err: err}
 	}

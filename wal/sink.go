@@ -34,6 +34,11 @@ type segWriter struct {
 	count    uint64 // whole records in the current segment
 	startPos uint64 // engine position of file offset startOff
 	startOff int64
+	// zeroed is the file offset up to which the current segment has been
+	// written, records or zero padding (see _zeroAhead); iov gathers the
+	// buffers of one writeOut. Flusher only.
+	zeroed int64
+	iov    [][]byte
 
 	// Frame walker state.
 	frameStart uint64 // engine position of the frame being walked
@@ -50,6 +55,11 @@ type segWriter struct {
 	mark        frame.Mark
 	markWritten frame.Mark
 	markBuf     [frame.MarkSize]byte
+	// markAt is when a mark was last written into the header, and
+	// markEvery how long a completed sync's mark may wait (_markEvery;
+	// tests change it). Flusher only.
+	markAt    time.Time
+	markEvery time.Duration
 
 	// spare is a preallocated file under a temporary name that becomes the
 	// next segment at rotation; sealing runs on the sealer goroutine.
@@ -70,6 +80,7 @@ type segWriter struct {
 		name      string
 		writeMark bool
 		next      uint64
+		ok        bool          // the sync succeeded; written before its token is sent
 		done      chan struct{} // capacity 1: a token per finished sync
 	}
 	// syncing is set while a sync prepared on the current file has not been
@@ -114,6 +125,7 @@ type segWriter struct {
 var (
 	_ engine.PipelinedSink = (*segWriter)(nil)
 	_ engine.Ticker        = (*segWriter)(nil)
+	_ engine.TimedSink     = (*segWriter)(nil)
 )
 
 // fileOff returns the segment file offset of engine position pos.
@@ -121,32 +133,93 @@ func (w *segWriter) fileOff(pos uint64) int64 {
 	return w.startOff + int64(pos-w.startPos)
 }
 
-// Write implements engine.Sink.
+// Write implements engine.Sink. The bytes bound for one segment go out in
+// one gathered write (writeOut), so a range that wraps the ring costs one
+// system call, as does the zero padding that may follow it.
 func (w *segWriter) Write(pos uint64, a, b []byte) error {
 	if w.sealIdle > 0 {
 		if err := w.sealAged(pos); err != nil {
 			return err
 		}
 	}
+	w.iov = w.iov[:0]
+	from := pos
 	for _, chunk := range [2][]byte{a, b} {
 		for len(chunk) > 0 {
 			n, rotate, err := w.walk(chunk, pos)
 			if err != nil {
 				return err
 			}
-			if _, err := w.f.WriteAt(chunk[:n], w.fileOff(pos)); err != nil {
-				return fmt.Errorf("wal: write %s at %d: %w", w.name, w.fileOff(pos), err)
-			}
+			w.iov = append(w.iov, chunk[:n])
 			pos += uint64(n)
 			chunk = chunk[n:]
 			if rotate {
+				if err := w.writeOut(from, pos); err != nil {
+					return err
+				}
 				if err := w.rotate(pos); err != nil {
 					return err
 				}
+				w.iov, from = w.iov[:0], pos
 			}
 		}
 	}
+	if len(w.iov) > 0 {
+		if err := w.writeOut(from, pos); err != nil {
+			return err
+		}
+	}
 	engine.StoreMax(&w.written, w.nextSeq)
+	return nil
+}
+
+// _zeroAhead is the unit of zero padding, and _padBelow the largest write
+// that is padded.
+//
+// A segment file is preallocated (fallocate), so its blocks start as
+// unwritten extents. The first write into one converts it, and the
+// fdatasync after that write must then commit the file system's journal
+// too, which costs about as much again as the data write. Group commit
+// writes a few KiB per fdatasync, so nearly every sync would pay it. A
+// small write that reaches past what the file has had written is therefore
+// followed, in the same system call, by zeros up to the next multiple of
+// _zeroAhead: one conversion then serves every sync until the records
+// reach it. (PostgreSQL zero-fills whole WAL segments, wal_init_zero, for
+// the same reason.) Readers and recovery already take zeros past the last
+// record for the end of the data; seal and Close truncate them away. Large
+// writes convert their own extents at a cost they amortize, and are not
+// padded: a bulk writer would copy twice the bytes for nothing.
+const (
+	_zeroAhead = 256 << 10
+	_padBelow  = 64 << 10
+)
+
+// _zeros is the padding writeOut appends; never written to.
+var _zeros [_zeroAhead]byte
+
+// writeOut writes w.iov, the bytes at engine positions [from, to) of the
+// current segment, in one system call, with zero padding after a small
+// write that reaches past w.zeroed (see _zeroAhead).
+func (w *segWriter) writeOut(from, to uint64) error {
+	off, end := w.fileOff(from), w.fileOff(to)
+	if end > w.zeroed {
+		w.zeroed = end
+		if to-from < _padBelow {
+			if pad := min((end+_zeroAhead-1)/_zeroAhead*_zeroAhead, w.segSize); pad > end {
+				w.iov = append(w.iov, _zeros[:pad-end])
+				w.zeroed = pad
+			}
+		}
+	}
+	var err error
+	if len(w.iov) == 1 {
+		_, err = w.f.WriteAt(w.iov[0], off)
+	} else {
+		_, err = w.f.WritevAt(w.iov, off)
+	}
+	if err != nil {
+		return fmt.Errorf("wal: write %s at %d: %w", w.name, off, err)
+	}
 	return nil
 }
 
@@ -274,7 +347,7 @@ func (w *segWriter) rotate(pos uint64) error {
 	w.segments.Add(1)
 	w.f, w.name = next, job.nextName
 	w.firstSeq, w.count = w.nextSeq, 0
-	w.startPos, w.startOff = pos, headerPage
+	w.startPos, w.startOff, w.zeroed = pos, headerPage, headerPage
 	w.mark, w.markWritten = frame.Mark{}, frame.Mark{}
 	return nil
 }
@@ -362,12 +435,12 @@ func (w *segWriter) Sync() error { return w.PrepareSync()() }
 // what a sync started now covers, and returns the function the engine's
 // syncer runs while the flusher goes on writing: wait for a seal in flight
 // (records of a segment are durable only once it has its name), write the
-// mark of the previous sync into the header, fdatasync, and publish the
-// new durable sequence number.
+// mark of an earlier sync into the header if one is due (markDue), fdatasync,
+// and publish the new durable sequence number.
 //
-// The mark a sync writes describes the sync before it, which the engine
-// finished before calling PrepareSync again: the header never claims more
-// than a completed sync covered.
+// A mark describes a sync that the engine finished before calling
+// PrepareSync again: the header never claims more than a completed sync
+// covered.
 func (w *segWriter) PrepareSync() func() error {
 	if w.sj.fn == nil {
 		w.sj.fn = w.runSync
@@ -376,22 +449,53 @@ func (w *segWriter) PrepareSync() func() error {
 	// The engine finished the sync before this one: collect its token so
 	// that the one this sync sends is the only one.
 	w.waitSyncing()
-	writeMark := w.mark != w.markWritten
+	writeMark := w.markDue()
 	if writeMark {
-		frame.PutMark(w.markBuf[:], w.mark)
-		w.markWritten = w.mark
+		w.putMark()
 	}
 	w.sj.seal, w.sj.f, w.sj.name, w.sj.writeMark, w.sj.next = w.pending, w.f, w.name, writeMark, w.nextSeq
-	// True once this sync completes; written into the header by the next.
+	// True once this sync completes; written into the header later.
 	w.mark = frame.Mark{DurableEnd: w.fileOff(w.frameStart), NextSeq: w.nextSeq}
 	w.syncing = true // rotate must not hand f to the sealer while we sync it
 	return w.sj.fn
 }
 
+// _markEvery is how long a completed sync's mark may wait to be written
+// into the header.
+//
+// The mark is a second write to another page of the file. Written with
+// every sync, it would make each synced append cost two writes and each
+// fdatasync flush two pages; instead a sync writes the mark only if the
+// last one was written _markEvery ago, and the flusher writes a mark left
+// behind when the log goes quiet (Tick). So the mark trails the durable
+// records by at most about _markEvery, which bounds two things: how much of
+// a crashed log's tail recovery can only treat as possibly torn (damage
+// there is cut rather than reported: Kafka's recovery point trails the log
+// by far more), and how long a reader in another process that reads only
+// durable records (ReadDurable, wal.OpenCursor) waits beyond the sync.
+const _markEvery = 10 * time.Millisecond
+
+// markDue reports whether the mark of a completed sync waits to be
+// written and is due. Flusher only, with no sync in flight.
+func (w *segWriter) markDue() bool {
+	return w.mark != w.markWritten && w.now().Sub(w.markAt) >= w.markEvery
+}
+
+// putMark encodes the mark of the completed sync into markBuf, to be
+// written by the caller, and notes it as written.
+func (w *segWriter) putMark() {
+	frame.PutMark(w.markBuf[:], w.mark)
+	w.markWritten = w.mark
+	w.markAt = w.now()
+}
+
 // runSync runs the sync PrepareSync prepared, on the engine's syncer.
-func (w *segWriter) runSync() error {
+func (w *segWriter) runSync() (err error) {
 	j := &w.sj
-	defer func() { j.done <- struct{}{} }()
+	defer func() {
+		j.ok = err == nil
+		j.done <- struct{}{}
+	}()
 	if j.seal != nil {
 		<-j.seal.done
 		if j.seal.err != nil {
@@ -415,11 +519,59 @@ func (w *segWriter) runSync() error {
 	return nil
 }
 
+// TickIn implements engine.TimedSink: the mark of a completed sync is due
+// _markEvery after the last mark was written.
+func (w *segWriter) TickIn(now time.Time) time.Duration {
+	if w.mark == w.markWritten || !w.syncSettled() {
+		return -1 // nothing to write, or not yet true: the sync's completion brings the flusher round
+	}
+	return max(w.markEvery-now.Sub(w.markAt), 0)
+}
+
+// TimedTick implements engine.TimedSink: it writes the mark of the last
+// sync into the header, the mark a log that went quiet would otherwise
+// leave unwritten. It does not sync: the next sync, or Close, makes it
+// durable, and readers in other processes see it at once.
+func (w *segWriter) TimedTick() error {
+	if !w.syncSettled() || !w.markDue() {
+		return nil
+	}
+	w.putMark()
+	if _, err := w.f.WriteAt(w.markBuf[:], frame.MarkOffset); err != nil {
+		return fmt.Errorf("wal: write mark %s: %w", w.name, err)
+	}
+	return nil
+}
+
 // waitSyncing waits for a sync in flight on the current file. Flusher only.
 func (w *segWriter) waitSyncing() {
 	if w.syncing {
 		<-w.sj.done
-		w.syncing = false
+		w.settled()
+	}
+}
+
+// syncSettled reports, without waiting, whether no sync is in flight on
+// the current file. Flusher only.
+func (w *segWriter) syncSettled() bool {
+	if w.syncing {
+		select {
+		case <-w.sj.done:
+			w.settled()
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// settled notes that the sync in flight finished: its mark is true now,
+// unless it failed, which made nothing durable (the engine fails on its
+// result; until then no mark may claim it).
+func (w *segWriter) settled() {
+	w.syncing = false
+	if !w.sj.ok {
+		w.mark = w.markWritten
 	}
 }
 

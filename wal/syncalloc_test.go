@@ -2,7 +2,15 @@ package wal_test
 
 import (
 	"context"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/appendlog/appendlog/frame"
+	"github.com/appendlog/appendlog/internal/vfs"
+	"github.com/appendlog/appendlog/wal"
 )
 
 // TestSyncedAppendAllocs pins the allocations of one synced append at a
@@ -40,5 +48,132 @@ func TestSyncedAppendAllocs(t *testing.T) {
 	}
 	if allocs != 0 {
 		t.Errorf("Append + WaitDurable of 128 bytes: %v allocs per call, want 0", allocs)
+	}
+}
+
+// TestSyncedAppendSyscalls counts, through the file system, what one
+// synced append at a time costs on a warm log: one write (the record,
+// with any zero padding in the same call) and one fdatasync, and nothing
+// else. The durable mark trails the syncs (its interval is set out of
+// reach here); the sync that writes one is the only one with two writes.
+func TestSyncedAppendSyscalls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("syncs a few hundred times")
+	}
+	var counting atomic.Bool
+	var writes, syncs, other atomic.Int64
+	fsys := vfs.WithFaults(vfs.OS(), func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if !counting.Load() {
+			return n, nil
+		}
+		switch {
+		case op == vfs.OpWrite && strings.HasSuffix(name, ".seg"):
+			writes.Add(1)
+		case op == vfs.OpSync && strings.HasSuffix(name, ".seg"):
+			syncs.Add(1)
+		default:
+			other.Add(1)
+		}
+		return n, nil
+	})
+	o := wal.WithMarkEvery(wal.WithFS(wal.Options{Sync: wal.SyncBatch}, fsys), time.Hour)
+	dir := t.TempDir()
+	l := openLog(t, dir, &o)
+	ctx := context.Background()
+	p := payloadTemplate(128)
+	appendSync := func() {
+		seq, err := l.Append(p)
+		if err == nil {
+			err = l.WaitDurable(ctx, seq)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		appendSync() // the first sync's mark is written by the second
+	}
+	const n = 300 // 300 × 144 B crosses no segment and at most one padding boundary
+	counting.Store(true)
+	for range n {
+		appendSync()
+	}
+	counting.Store(false)
+	if w, s, x := writes.Load(), syncs.Load(), other.Load(); w != n || s != n || x != 0 {
+		t.Errorf("%d synced appends: %d writes, %d fdatasyncs and %d other file operations; want %d, %d and 0", n, w, s, x, n, n)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Close writes the final mark.
+	segs, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments %v, %v", segs, err)
+	}
+	m := readMark(t, segs[0])
+	if m.NextSeq != n+3+1 {
+		t.Errorf("mark after Close: next seq %d, want %d", m.NextSeq, n+3+1)
+	}
+}
+
+// readMark returns the durable mark in the header of the segment file at path.
+func readMark(t *testing.T, path string) frame.Mark {
+	t.Helper()
+	f, err := vfs.OS().OpenFile(path, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b [frame.MarkSize]byte
+	if _, err := f.ReadAt(b[:], frame.MarkOffset); err != nil {
+		t.Fatal(err)
+	}
+	m, ok := frame.DecodeMark(b[:])
+	if !ok {
+		t.Fatalf("%s: no valid durable mark", path)
+	}
+	return m
+}
+
+// TestDurableMarkTrailsSyncs: a log that goes quiet after a synced append
+// gets the mark covering it written within about the mark interval, with
+// no further sync and no Close; with the interval out of reach it is not
+// (the mark is written by syncs and timers, not by every sync).
+func TestDurableMarkTrailsSyncs(t *testing.T) {
+	for _, every := range []time.Duration{5 * time.Millisecond, time.Hour} {
+		o := wal.WithMarkEvery(wal.Options{Sync: wal.SyncBatch}, every)
+		dir := t.TempDir()
+		l := openLog(t, dir, &o)
+		ctx := context.Background()
+		var last uint64
+		for range 3 {
+			seq, err := l.Append(payloadTemplate(128))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.WaitDurable(ctx, seq); err != nil {
+				t.Fatal(err)
+			}
+			last = seq
+		}
+		segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+		deadline := time.Now().Add(2 * time.Second)
+		if every == time.Hour {
+			deadline = time.Now().Add(50 * time.Millisecond)
+		}
+		var m frame.Mark
+		for time.Now().Before(deadline) {
+			if m = readMark(t, segs[0]); m.NextSeq > last {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		covered := m.NextSeq > last
+		if want := every != time.Hour; covered != want {
+			t.Errorf("mark interval %v: mark %+v after seq %d was durable: covers it %v, want %v", every, m, last, covered, want)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -123,6 +123,20 @@ type Ticker interface {
 	Tick(pos uint64) error
 }
 
+// TimedSink is a Sink with work to do on the flusher goroutine at times it
+// chooses, whether or not bytes are being written.
+type TimedSink interface {
+	Sink
+	// TickIn is called on the flusher goroutine at each pass. It returns
+	// how long until the sink wants TimedTick called, or a negative
+	// duration when it wants no call until something changes. It must be
+	// cheap.
+	TickIn(now time.Time) time.Duration
+	// TimedTick is called on the flusher goroutine at a pass where TickIn
+	// returned 0. An error fails the engine, as a Write error does.
+	TimedTick() error
+}
+
 // PipelinedSink is a Sink whose syncs may overlap further writes: the
 // engine then runs each sync on a syncer goroutine while the flusher goes
 // on writing, so a slow fdatasync does not stall the write path. The

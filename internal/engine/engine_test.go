@@ -1300,3 +1300,62 @@ func TestTick(t *testing.T) {
 	}
 	e.Close()
 }
+
+// timedSink is a memSink that wants TimedTick at a time it is told
+// (due, in fake-clock nanoseconds; 0 for never) and records the calls.
+type timedSink struct {
+	*memSink
+	clk   *clock.Fake
+	due   atomic.Int64
+	calls atomic.Int64
+	fail  atomic.Bool
+}
+
+func (s *timedSink) TickIn(now time.Time) time.Duration {
+	d := s.due.Load()
+	if d == 0 {
+		return -1
+	}
+	return max(time.Duration(d-now.UnixNano()), 0)
+}
+
+func (s *timedSink) TimedTick() error {
+	s.calls.Add(1)
+	s.due.Store(0)
+	if s.fail.Load() {
+		return errTick
+	}
+	return nil
+}
+
+// TestTimedTick: the flusher of an idle engine arms its timer for the time
+// a TimedSink asks for, calls TimedTick then and not before, and fails the
+// engine on its error.
+func TestTimedTick(t *testing.T) {
+	clk := newFake()
+	sink := &timedSink{memSink: &memSink{t: t}, clk: clk}
+	e, err := New(Config{Size: MinSize, FlushInterval: time.Hour, Clock: clk}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink.due.Store(clk.Now().Add(5 * time.Millisecond).UnixNano())
+	commitN(t, e, 100) // a pass of the flusher reads TickIn
+	if err := e.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := sink.calls.Load(); n != 0 {
+		t.Fatalf("%d TimedTick calls before the time asked for", n)
+	}
+	advanceUntil(t, e, clk, "TimedTick at the time asked for", func() bool { return sink.calls.Load() == 1 })
+	if got := clk.Now().Sub(time.Unix(1e9, 0)); got < 5*time.Millisecond {
+		t.Fatalf("TimedTick after %v of fake time, want 5ms", got)
+	}
+	sink.fail.Store(true)
+	sink.due.Store(clk.Now().UnixNano())
+	commitN(t, e, 10)
+	advanceUntil(t, e, clk, "the engine fails on a TimedTick error", func() bool { return e.Err() != nil })
+	if !errors.Is(e.Err(), errTick) {
+		t.Fatalf("after a failed TimedTick: %v", e.Err())
+	}
+	e.Close()
+}

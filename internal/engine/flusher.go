@@ -47,6 +47,8 @@ type flusher struct {
 
 	// syncer runs a PipelinedSink's syncs; nil for any other Sink.
 	syncer *syncer
+	// timed is the Sink as a TimedSink, or nil.
+	timed TimedSink
 }
 
 // _demandWake is how soon the flusher looks again when a waiter waits on
@@ -59,6 +61,7 @@ func newFlusher(e *Engine) *flusher {
 	if ps, ok := e.sink.(PipelinedSink); ok {
 		f.syncer = newSyncer(e, ps)
 	}
+	f.timed, _ = e.sink.(TimedSink)
 	return f
 }
 
@@ -92,6 +95,12 @@ func (f *flusher) run() {
 		}
 		if e.tickReq.Load() && !f.stopping {
 			f.tick()
+		}
+		if f.timed != nil && !f.stopping && f.timed.TickIn(e.now()) == 0 {
+			if err := f.timed.TimedTick(); err != nil {
+				e.fail(err)
+				continue
+			}
 		}
 		if f.stopping {
 			// Close set the closed bit before stop, so the claimed position
@@ -297,7 +306,13 @@ func (f *flusher) sleep(p plan, progressed bool) {
 		e.wake() // more is wanted now: go round again at once
 		return
 	}
-	if d := f.wakeAfter(p, pos, w, s); d >= 0 {
+	d := f.wakeAfter(p, pos, w, s)
+	if f.timed != nil {
+		if t := f.timed.TickIn(p.now); t >= 0 {
+			d = minDur(d, t)
+		}
+	}
+	if d >= 0 {
 		f.arm(d)
 		return
 	}
