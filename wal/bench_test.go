@@ -406,7 +406,8 @@ func benchSeqWrite(b *testing.B, size int, syncEvery int64) {
 // appends a 128-byte record and waits for it to be durable (SyncBatch),
 // in a loop. One op is one acknowledged record; b.N is split across the
 // goroutines. syncs/op is fdatasyncs per record before Close, acks/sync
-// the records each covered, sync-mean-µs the mean fdatasync.
+// the records each covered, sync-mean-µs the mean fdatasync, cpu-µs/ack
+// the process's CPU time (every goroutine) per acknowledged record.
 //
 // After the timed region it measures the ceiling in the same directory
 // (syncCeiling): with g appends outstanding, at most g acks ride on one
@@ -449,8 +450,10 @@ func BenchmarkGroupCommit(b *testing.B) {
 			b.SetBytes(size)
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu0, cpuErr := sys.CPUTime()
 			start.Done()
 			wg.Wait()
+			cpu1, _ := sys.CPUTime()
 			st := l.Stats()
 			if err := l.Close(); err != nil {
 				b.Fatal(err)
@@ -466,6 +469,9 @@ func BenchmarkGroupCommit(b *testing.B) {
 			}
 			reportRate(b, "acks/s")
 			b.ReportMetric(float64(st.Syncs)/float64(b.N), "syncs/op")
+			if cpuErr == nil {
+				b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/ack")
+			}
 			if n := st.SyncLatency.Count(); n > 0 {
 				b.ReportMetric(float64(st.SyncedRecords)/float64(n), "acks/sync")
 				b.ReportMetric(float64(st.SyncLatency.Sum.Microseconds())/float64(n), "sync-mean-µs")

@@ -220,8 +220,8 @@ func (f *flusher) decide(fired bool) plan {
 func (f *flusher) flush(p plan) (progressed bool) {
 	e := f.e
 	s := e.synced.Load()
-	if !f.stopping && e.syncReq.Load() > s {
-		f.gather.wait(e)
+	if !f.stopping && !f.syncing() && e.syncReq.Load() > s {
+		f.gather.wait(e) // not while a sync is in flight: the group waits for it
 	}
 	progressed = e.writeCommitted()
 	w := e.written.Load()
