@@ -787,6 +787,7 @@ func (e *Engine) await(ctx context.Context, v *atomic.Uint64, want uint64, wake 
 	e.wake()
 	w := e.progress.Waiter()
 	defer w.Release()
+	done := ctx.Done()
 	for {
 		w.Arm()
 		if cond() {
@@ -806,10 +807,19 @@ func (e *Engine) await(ctx context.Context, v *atomic.Uint64, want uint64, wake 
 			return ErrClosed
 		default:
 		}
+		if done == nil && wake == nil {
+			// Nothing to watch but the broadcast: a receive on one
+			// channel costs a fraction of a select on four. The flusher
+			// broadcasts when it fails and before it exits, and Close
+			// broadcasts after it has, so done closing is seen at the
+			// checks above.
+			<-w.C()
+			continue
+		}
 		select {
 		case <-w.C():
 		case <-e.done:
-		case <-ctx.Done():
+		case <-done:
 			return ctx.Err()
 		case <-wake:
 			if cond() {
@@ -919,6 +929,10 @@ type Broadcaster struct {
 	mu sync.Mutex
 	ch chan struct{} // Protected by mu; nil when nobody waits.
 	ws []*Waiter     // armed Waiters; Protected by mu.
+	// spare is the slice a Broadcast in progress will hand back, or one it
+	// handed back, for the next round's Waiters (no allocation per round);
+	// nil while a Broadcast holds it. Protected by mu.
+	spare []*Waiter
 }
 
 // A Waiter is a wake-up slot of a Broadcaster: Arm it, check the
@@ -985,21 +999,37 @@ func (b *Broadcaster) Wait() <-chan struct{} {
 }
 
 // Broadcast wakes every goroutine waiting on a channel from Wait and every
-// armed Waiter.
+// armed Waiter. It disarms the Waiters under the lock but sends to them
+// after it: a woken goroutine goes straight for the lock (Release, Arm),
+// and must not queue behind the rest of the round. A Waiter armed again
+// in between may so get a token meant for the round before: a spurious
+// wake-up, which the pattern (check the condition again) absorbs.
 func (b *Broadcaster) Broadcast() {
 	b.mu.Lock()
 	if b.ch != nil {
 		close(b.ch)
 		b.ch = nil
 	}
-	for i, w := range b.ws {
+	ws := b.ws
+	if len(ws) == 0 {
+		b.mu.Unlock()
+		return
+	}
+	for _, w := range ws {
 		w.armed = false
+	}
+	b.ws, b.spare = b.spare[:0], nil
+	b.mu.Unlock()
+	for i, w := range ws {
 		select {
 		case w.c <- struct{}{}:
 		default:
 		}
-		b.ws[i] = nil
+		ws[i] = nil
 	}
-	b.ws = b.ws[:0]
+	b.mu.Lock()
+	if b.spare == nil {
+		b.spare = ws[:0]
+	}
 	b.mu.Unlock()
 }
