@@ -57,46 +57,69 @@ func TestWaiter(t *testing.T) {
 }
 
 // TestWaiterNoLostWakeup: goroutines wait with Waiters for a counter that
-// another goroutine advances, broadcasting after each step, under -race;
-// a lost wake-up leaves a waiter blocked until the deadline.
+// other goroutines advance, broadcasting after each step, under -race; a
+// lost wake-up leaves a waiter blocked until the deadline. With several
+// broadcasters, Broadcasts overlap (each sends outside the lock, and the
+// spare slice passes between them), and waiters that take a new Waiter
+// from the pool for each wait get tokens a Broadcast sent to its last
+// owner: spurious wake-ups, never lost ones.
 func TestWaiterNoLostWakeup(t *testing.T) {
-	var (
-		b Broadcaster
-		v atomic.Uint64
-	)
-	const steps = 20000
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w := b.Waiter()
-			defer w.Release()
-			for seen := uint64(0); seen < steps; {
-				w.Arm()
-				if n := v.Load(); n > seen {
-					seen = n
-					continue
-				}
-				select {
-				case <-w.C():
-				case <-ctx.Done():
-					errs <- ctx.Err()
-					return
-				}
+	for _, tc := range []struct {
+		name         string
+		broadcasters int
+		fresh        bool // a new Waiter from the pool for every wait
+	}{
+		{"one broadcaster", 1, false},
+		{"three broadcasters, pooled waiters", 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				b Broadcaster
+				v atomic.Uint64
+			)
+			const steps = 20000
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var wg sync.WaitGroup
+			errs := make(chan error, 8)
+			for range 8 {
+				wg.Go(func() {
+					w := b.Waiter()
+					defer func() { w.Release() }()
+					for seen := uint64(0); seen < steps; {
+						if tc.fresh {
+							w.Release()
+							w = b.Waiter()
+						}
+						w.Arm()
+						if n := v.Load(); n > seen {
+							seen = n
+							continue
+						}
+						select {
+						case <-w.C():
+						case <-ctx.Done():
+							errs <- ctx.Err()
+							return
+						}
+					}
+				})
 			}
-		}()
-	}
-	for range steps {
-		v.Add(1)
-		b.Broadcast()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("a waiter missed the last wake-up: %v", err)
+			var bw sync.WaitGroup
+			for k := range tc.broadcasters {
+				bw.Go(func() {
+					for i := k; i < steps; i += tc.broadcasters {
+						v.Add(1)
+						b.Broadcast()
+					}
+				})
+			}
+			bw.Wait()
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatalf("a waiter missed the last wake-up: %v", err)
+			}
+		})
 	}
 }
