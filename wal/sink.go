@@ -467,12 +467,13 @@ func (w *segWriter) PrepareSync() func() error {
 // every sync, it would make each synced append cost two writes and each
 // fdatasync flush two pages; instead a sync writes the mark only if the
 // last one was written _markEvery ago, and the flusher writes a mark left
-// behind when the log goes quiet (Tick). So the mark trails the durable
-// records by at most about _markEvery, which bounds two things: how much of
-// a crashed log's tail recovery can only treat as possibly torn (damage
-// there is cut rather than reported: Kafka's recovery point trails the log
-// by far more), and how long a reader in another process that reads only
-// durable records (ReadDurable, wal.OpenCursor) waits beyond the sync.
+// behind when the log goes quiet (TimedTick). So the mark trails the
+// durable records by at most about _markEvery, which bounds two things: how
+// much of a crashed log's tail recovery can only treat as possibly torn
+// (damage there is cut rather than reported: Kafka's recovery point trails
+// the log by far more), and how late a process that follows the files
+// (OpenReader, OpenCursor) learns from the header how far the log is
+// durable.
 const _markEvery = 10 * time.Millisecond
 
 // markDue reports whether the mark of a completed sync waits to be
