@@ -453,8 +453,29 @@ func newRing(s ringSink, o RingOptions, giveUp chan struct{}) (*Ring, error) {
 //
 // With DropMarkers, the record that follows drops carries the marker line
 // in the same claim, ahead of it, so the marker lands where writing
-// resumed. Every record, marked or not, takes the one claim below.
+// resumed. Every record, marked or not, takes one claim.
 func (r *Ring) Write(p []byte) (int, error) {
+	n := len(p)
+	if n == 0 || r.markers && r.pending.Load() != 0 {
+		return r.write(p)
+	}
+	// The common case: no marker to add, and the first try at the claim
+	// succeeds (BenchmarkProducer).
+	c, ok := r.e.FastClaim(n)
+	if !ok {
+		return r.write(p)
+	}
+	r.e.Put(c, 0, p)
+	if r.cut != nil {
+		r.cut.mark(c.Pos, n)
+	}
+	r.e.Commit(c)
+	return n, nil
+}
+
+// write is Write for every case: an empty p, a marker to add, a claim that
+// retries, waits or drops.
+func (r *Ring) write(p []byte) (int, error) {
 	n := len(p)
 	if n == 0 {
 		return 0, r.state()
@@ -466,24 +487,7 @@ func (r *Ring) Write(p []byte) (int, error) {
 	if r.markers && r.pending.Load() != 0 {
 		k, mlen = r.takePending(n)
 	}
-	// The claim, under the full policy: Block waits for space as long as
-	// it takes; Drop does not wait; Block with a BlockTimeout tries first,
-	// then waits until the timeout (reading the clock only when the ring
-	// is full).
-	var (
-		c   engine.Claim
-		ok  bool
-		err error
-	)
-	if r.drop || r.timeout > 0 {
-		c, ok, err = r.e.TryClaim(mlen+n, 1)
-		if !ok && err == nil && !r.drop {
-			c, ok, err = r.e.ClaimBy(mlen+n, 1, r.e.Now().Add(r.timeout))
-		}
-	} else {
-		c, err = r.e.Claim(mlen+n, 1)
-		ok = err == nil
-	}
+	c, ok, err := r.claim(mlen + n)
 	if !ok {
 		if k != 0 {
 			r.pending.Add(k) // still to be reported
@@ -503,6 +507,23 @@ func (r *Ring) Write(p []byte) (int, error) {
 	}
 	r.e.Commit(c)
 	return n, nil
+}
+
+// claim reserves n bytes for one record under the full policy: Block
+// waits for space as long as it takes; Drop does not wait; Block with a
+// BlockTimeout tries first, then waits until the timeout (reading the
+// clock only when the ring is full). ok is false with a nil error when the
+// record is to be dropped.
+func (r *Ring) claim(n int) (c engine.Claim, ok bool, err error) {
+	if r.drop || r.timeout > 0 {
+		c, ok, err = r.e.TryClaim(n, 1)
+		if !ok && err == nil && !r.drop {
+			c, ok, err = r.e.ClaimBy(n, 1, r.e.Now().Add(r.timeout))
+		}
+		return c, ok, err
+	}
+	c, err = r.e.Claim(n, 1)
+	return c, err == nil, err
 }
 
 // _dropYieldEvery bounds how often dropping producers yield the processor

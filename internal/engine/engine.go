@@ -452,6 +452,32 @@ func (e *Engine) ClaimBy(n, k int, deadline time.Time) (c Claim, ok bool, err er
 
 var errFull = errors.New("engine: full")
 
+// FastClaim reserves n bytes for one record with a single try: ok is false
+// when that try did not succeed, for any reason (the ring is full, another
+// producer moved the tail, the engine is closed or failed, n is out of
+// range), and nothing was reserved; the caller then calls Claim, TryClaim
+// or ClaimBy, which retry, wait or say why. It is the uncontended claim of
+// a producer's write path, without claim's loop and wait.
+func (e *Engine) FastClaim(n int) (c Claim, ok bool) {
+	r1 := e.released.Load()
+	rs := e.releasedSeq.Load()
+	t := e.tail.Load()
+	pos := r1 + uint64(uint32(t)-uint32(r1))
+	un := uint64(n)
+	r2 := e.released.Load()
+	// claim's checks in one test. r2 <= pos and pos+un <= r1+Size
+	// together bound r2-r1 by Size, which makes pos exact (see claim); a
+	// fit against r1 rather than r2 only refuses more.
+	if t&closedBit != 0 || un-1 >= uint64(e.cfg.Size-e.cfg.BlockSize) || r2 > pos || pos+un > r1+uint64(e.cfg.Size) || e.failed.Load() != nil {
+		return Claim{}, false
+	}
+	seq := rs + (uint64(uint32(t>>32)&seqMask-uint32(rs)&seqMask) & seqMask)
+	if !e.tail.CompareAndSwap(t, pack(pos+un, seq+1)) {
+		return Claim{}, false
+	}
+	return Claim{Pos: pos, Seq: seq, n: un, k: 1}, true
+}
+
 func (e *Engine) claim(n, k int, wait bool, deadline time.Time) (Claim, error) {
 	if n <= 0 || n > e.MaxClaim() || k < 0 || k > n {
 		return Claim{}, ErrTooLarge

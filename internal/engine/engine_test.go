@@ -142,6 +142,27 @@ func putRecord(e *Engine, id, n int, ctr uint32, buf []byte) (Claim, error) {
 	if err != nil {
 		return c, err
 	}
+	fillCommit(e, c, id, ctr, buf)
+	return c, nil
+}
+
+// putRecordFast is putRecord with the claim of a producer's fast path:
+// FastClaim first, Claim when it fails. fast says whether FastClaim
+// succeeded.
+func putRecordFast(e *Engine, id int, ctr uint32, buf []byte) (fast bool, err error) {
+	c, fast := e.FastClaim(len(buf))
+	if !fast {
+		if c, err = e.Claim(len(buf), 1); err != nil {
+			return false, err
+		}
+	}
+	fillCommit(e, c, id, ctr, buf)
+	return fast, nil
+}
+
+// fillCommit writes the test record of producer id's ctr-th write, buf,
+// into the claim c (which holds exactly it) and commits it.
+func fillCommit(e *Engine, c Claim, id int, ctr uint32, buf []byte) {
 	binary.LittleEndian.PutUint16(buf[0:], uint16(len(buf)))
 	binary.LittleEndian.PutUint16(buf[2:], uint16(id))
 	binary.LittleEndian.PutUint32(buf[4:], ctr)
@@ -152,7 +173,6 @@ func putRecord(e *Engine, id, n int, ctr uint32, buf []byte) (Claim, error) {
 	e.Put(c, 0, buf[:len(buf)/2])
 	e.Put(c, len(buf)/2, buf[len(buf)/2:])
 	e.Commit(c)
-	return c, nil
 }
 
 // checkStream parses the test records and checks exactly-once, per-producer
@@ -197,6 +217,13 @@ func checkStream(t *testing.T, data []byte, firstSeq uint64, want []uint32) {
 	}
 }
 
+// TestConcurrentExactlyOnceInOrder: with 1, 8 and 64 producers, across
+// the 32-bit wrap of the packed position and the 31-bit wrap of its
+// sequence number, every record is in the stream once, in claim order
+// (consecutive sequence numbers), each producer's in the order it wrote
+// them. Each case runs twice: claims made with Claim, and claims made as a
+// producer's fast path makes them (FastClaim, then Claim when it fails),
+// whose Pos and Seq must agree with Claim's.
 func TestConcurrentExactlyOnceInOrder(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -212,49 +239,72 @@ func TestConcurrentExactlyOnceInOrder(t *testing.T) {
 		// A start inside a block (a file appended to at an unaligned length).
 		{"8-unaligned-start", 8, Config{Size: MinSize, BlockSize: 4096, StartPos: 3*4096 + 1234}},
 		{"2-unaligned-wrap", 2, Config{Size: MinSize, BlockSize: 1024, StartPos: 1<<32 - 1000}},
+		{"1-wrap32", 1, Config{Size: MinSize, BlockSize: 1024, StartPos: 1<<32 - 20<<10, FirstSeq: 1<<31 - 100}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			sink := &memSink{t: t, start: tc.cfg.StartPos, next: tc.cfg.StartPos}
-			e, err := New(tc.cfg, sink)
-			if err != nil {
-				t.Fatal(err)
+		for _, fast := range []bool{false, true} {
+			name := tc.name
+			if fast {
+				name += "/fast"
 			}
-			perProducer := 3000
-			if testing.Short() {
-				perProducer = 500
-			}
-			want := make([]uint32, tc.producers)
-			var wg sync.WaitGroup
-			for id := range tc.producers {
-				wg.Go(func() {
-					rng := rand.New(rand.NewPCG(uint64(id), 7))
-					buf := make([]byte, 2048)
-					for i := range perProducer {
-						n := recHdr + rng.IntN(200)
-						if i%97 == 0 {
-							n = recHdr + rng.IntN(2000)
-						}
-						if _, err := putRecord(e, id, n, uint32(i), buf[:n]); err != nil {
-							t.Error(err)
-							return
-						}
+			t.Run(name, func(t *testing.T) { testExactlyOnceInOrder(t, tc.producers, tc.cfg, fast) })
+		}
+	}
+}
+
+// testExactlyOnceInOrder is one case of TestConcurrentExactlyOnceInOrder.
+func testExactlyOnceInOrder(t *testing.T, producers int, cfg Config, fast bool) {
+	sink := &memSink{t: t, start: cfg.StartPos, next: cfg.StartPos}
+	e, err := New(cfg, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perProducer := 3000
+	if testing.Short() {
+		perProducer = 500
+	}
+	want := make([]uint32, producers)
+	var fastClaims atomic.Uint64
+	var wg sync.WaitGroup
+	for id := range producers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(id), 7))
+			buf := make([]byte, 2048)
+			for i := range perProducer {
+				n := recHdr + rng.IntN(200)
+				if i%97 == 0 {
+					n = recHdr + rng.IntN(2000)
+				}
+				var err error
+				if fast {
+					var ok bool
+					if ok, err = putRecordFast(e, id, uint32(i), buf[:n]); ok {
+						fastClaims.Add(1)
 					}
-					want[id] = uint32(perProducer)
-				})
+				} else {
+					_, err = putRecord(e, id, n, uint32(i), buf[:n])
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
 			}
-			wg.Wait()
-			if err := e.Close(); err != nil {
-				t.Fatal(err)
-			}
-			checkStream(t, sink.bytes(), tc.cfg.FirstSeq, want)
-			st := e.Stats()
-			if st.Written != st.Claimed || st.Synced != st.Claimed {
-				t.Errorf("after Close: %+v", st)
-			}
-			if got := st.Written - tc.cfg.StartPos; got != uint64(len(sink.bytes())) {
-				t.Errorf("written %d, sink has %d", got, len(sink.bytes()))
-			}
+			want[id] = uint32(perProducer)
 		})
+	}
+	wg.Wait()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkStream(t, sink.bytes(), cfg.FirstSeq, want)
+	if fast && fastClaims.Load() == 0 {
+		t.Error("no FastClaim succeeded")
+	}
+	st := e.Stats()
+	if st.Written != st.Claimed || st.Synced != st.Claimed {
+		t.Errorf("after Close: %+v", st)
+	}
+	if got := st.Written - cfg.StartPos; got != uint64(len(sink.bytes())) {
+		t.Errorf("written %d, sink has %d", got, len(sink.bytes()))
 	}
 }
 
