@@ -132,7 +132,10 @@ type Stats struct {
 	// LagBytes is the payload size of the records not yet acknowledged:
 	// exact for those read (in flight or about to be sent), and for those
 	// not read yet their count times the mean size of the records read
-	// this run. 0 once every record is shipped.
+	// this run. 0 once every record is shipped. Stats reads its counters
+	// one at a time while the shipper runs, so a record read or acked
+	// meanwhile may be counted in LagBytes and not LagRecords, or the
+	// other way round.
 	LagBytes uint64
 	// OldestUnshipped is how long the oldest record not yet acknowledged
 	// has waited to ship: since the shipper read it for a record in
