@@ -2,8 +2,11 @@ package wal_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,5 +178,90 @@ func TestDurableMarkTrailsSyncs(t *testing.T) {
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestZeroPadding: a small synced write that enters space the segment
+// file has not had written is followed, in the same call, by zeros up to
+// the next 256 KiB (one extent conversion for many syncs); writes inside
+// that space are not padded, nor is a large write; the file never grows
+// past its preallocated size; and the log reads back whole.
+func TestZeroPadding(t *testing.T) {
+	const zeroAhead = 256 << 10
+	type write struct{ off, n int64 }
+	var mu sync.Mutex
+	var writes []write
+	fsys := vfs.WithFaults(vfs.OS(), func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if op == vfs.OpWrite && strings.HasSuffix(name, ".seg") && off >= 4096 {
+			mu.Lock()
+			writes = append(writes, write{off, int64(n)})
+			mu.Unlock()
+		}
+		return n, nil
+	})
+	const segSize = 4 << 20
+	o := wal.WithFS(wal.Options{Sync: wal.SyncBatch, SegmentSize: segSize}, fsys)
+	dir := t.TempDir()
+	l := openLog(t, dir, &o)
+	ctx := context.Background()
+	p := payloadTemplate(128)
+	const rec = 128 + frame.HeaderSize
+	small := (zeroAhead + 4096) / rec // crosses the first 256 KiB boundary
+	for range small {
+		seq, err := l.Append(p)
+		if err == nil {
+			err = l.WaitDurable(ctx, seq)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := make([][]byte, 2048) // 288 KiB in one batch: one large write, past the padding
+	for i := range big {
+		big[i] = p
+	}
+	seq, err := l.AppendBatch(big)
+	if err == nil {
+		err = l.WaitDurable(ctx, seq+uint64(len(big))-1)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := slices.Clone(writes)
+	mu.Unlock()
+	var padded, plain, large int
+	end := int64(0) // the file offset every earlier write reached
+	for _, w := range got {
+		e := w.off + w.n
+		switch {
+		case e > end && w.n >= 64<<10 && w.n%rec == 0 && e%zeroAhead != 0:
+			large++ // a large write into new space, not padded
+		case e > end:
+			if e%zeroAhead != 0 {
+				t.Errorf("write at %d of %d bytes entered new space and ends at %d, not at a multiple of %d", w.off, w.n, e, zeroAhead)
+			}
+			padded++
+		case w.n%rec != 0:
+			t.Errorf("write at %d of %d bytes inside the written space: padded (not whole records)", w.off, w.n)
+		default:
+			plain++
+		}
+		end = max(end, e)
+	}
+	if padded != 2 || large != 1 || plain < small-3 {
+		t.Errorf("%d writes: %d padded (want 2: the first, and the one crossing %d), %d large (want 1), %d plain (want about %d)",
+			len(got), padded, zeroAhead, large, plain, small)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if fi, err := os.Stat(segs[0]); err != nil || fi.Size() != segSize {
+		t.Errorf("segment size %v (%v), want the preallocated %d", fi.Size(), err, segSize)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := wal.Verify(dir, nil)
+	if err != nil || rep.Records != uint64(small+len(big)) || rep.Torn != nil {
+		t.Fatalf("verify: %+v, %v; want %d records, no torn tail", rep, err, small+len(big))
 	}
 }
