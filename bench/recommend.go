@@ -26,17 +26,18 @@ type Recommendation struct {
 	// the recommended one's while it keeps at least half its throughput:
 	// the better choice where the caller must not stall (logging).
 	ShortTail string `json:"short_tail,omitempty"`
-	// Reference names a strategy measured only as a reference (no Use)
-	// whose slowest run beat the recommended strategy's fastest: faster
-	// beyond noise, but not something the library offers.
+	// Reference names a strategy measured only as a reference (no Use,
+	// or one the library does not recommend: Strategy.Avoid) whose slowest
+	// run beat the recommended strategy's fastest: faster beyond noise, but
+	// not something the library offers or recommends.
 	Reference string `json:"faster_reference,omitempty"`
 	// Text is the advice in one sentence.
 	Text string `json:"text"`
 }
 
 // recommend picks, for every record size and writer count, the verified
-// strategy with the highest median MB/s among those a program can use (a
-// Strategy with a Use), and writes the advice: the call to make, its
+// strategy with the highest median MB/s among those a program can use and
+// the library recommends (a Strategy with a Use and no Avoid), and writes the advice: the call to make, its
 // speedup over one write per record, its share of the ceiling, the
 // strategies tied with it within run-to-run spread, a strategy with a much
 // shorter tail when shortTail finds one, and a reference strategy that was
@@ -58,9 +59,14 @@ func recommend(results []Result) []Recommendation {
 		}
 		return keys[i].writers < keys[j].writers
 	})
-	uses := make(map[string]string)
+	// uses holds the call of each strategy the library recommends; avoid
+	// says why it does not recommend one a program can get.
+	uses, avoid := make(map[string]string), make(map[string]string)
 	for _, st := range Strategies() {
-		uses[st.Name] = st.Use
+		if st.Avoid == "" {
+			uses[st.Name] = st.Use
+		}
+		avoid[st.Name] = st.Avoid
 	}
 	var out []Recommendation
 	for _, k := range keys {
@@ -127,8 +133,12 @@ func recommend(results []Result) []Recommendation {
 		}
 		if fastest != best && uses[fastest.Strategy] == "" && fastest.MBPerSec.Min > best.MBPerSec.Max {
 			rec.Reference = fastest.Strategy
-			rec.Text += fmt.Sprintf("; the %s reference reached %s that throughput, but it is hand-written system calls the library does not offer",
-				fastest.Strategy, formatRatio(fastest.MBPerSec.Median/best.MBPerSec.Median))
+			ratio := formatRatio(fastest.MBPerSec.Median / best.MBPerSec.Median)
+			if a := avoid[fastest.Strategy]; a != "" {
+				rec.Text += fmt.Sprintf("; %s reached %s that throughput, but the library does not recommend it: %s", fastest.Strategy, ratio, a)
+			} else {
+				rec.Text += fmt.Sprintf("; the %s reference reached %s that throughput, but it is hand-written system calls the library does not offer", fastest.Strategy, ratio)
+			}
 		}
 		out = append(out, rec)
 	}

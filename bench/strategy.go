@@ -58,6 +58,10 @@ type Strategy struct {
 	// empty for a strategy measured only as a reference (raw system calls a
 	// program would have to write itself); recommendations never name one.
 	Use string
+	// Avoid, if set, says why the library does not recommend the strategy
+	// although a program can get it (Use): it is measured, and named in
+	// advice only as faster beyond noise, with this reason.
+	Avoid string
 
 	// open starts one run writing into the empty directory dir.
 	open func(ctx context.Context, dir string, rc runCase) (sink, error)
@@ -116,7 +120,8 @@ func Strategies() []Strategy {
 		{Name: "page-aligned", Kind: PageCache, Use: "writer.NewBuffered(f, 64<<10)", Doc: "writer.Buffered: page-aligned 64 KiB buffer under a mutex", open: openBuffered},
 		{Name: "mmap", Kind: PageCache, Use: "writer.OpenMmap(path, nil)", Doc: "writer.Mmap: copy into a shared mapping grown by 4 MiB chunks", open: openMmap},
 		{Name: "direct", Kind: Device, Doc: "O_DIRECT: 1 MiB aligned buffer under a mutex, aligned writes, partial last block carried, truncated at close", open: openDirect, probe: probeDirect},
-		{Name: "slab", Kind: PageCache, Use: "writer.NewSlab(f, nil)", Doc: "writer.Slab: 4 slabs of 1 MiB under a mutex, written by a flusher goroutine", open: openSlab},
+		{Name: "slab", Kind: PageCache, Use: "writer.NewSlab(f, nil)", Doc: "writer.Slab: 4 slabs of 1 MiB under a mutex, written by a flusher goroutine", open: openSlab,
+			Avoid: "every Write takes a mutex, so its producers pay what bufio+mutex pays (BENCHMARKS.md, Producer cost)"},
 		{Name: "ring", Kind: PageCache, Use: "writer.OpenFile(path, nil)", Doc: "writer.Ring: lock-free claim/commit ring (8 MiB), one flusher goroutine, buffered file", open: openRing(false)},
 		{Name: "ring-direct", Kind: Device, Use: "writer.OpenFile(path, &writer.RingOptions{Direct: true})", Doc: "writer.Ring with O_DIRECT", open: openRing(true), probe: probeDirect},
 		{Name: "wal-nosync", Kind: PageCache, Use: "wal.Open(dir, &wal.Options{Sync: wal.SyncNever})", Doc: "wal.Log, SyncNever: framed, sequence-numbered records", open: openWAL(false)},
