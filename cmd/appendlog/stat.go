@@ -31,7 +31,8 @@ with its committed position and its lag behind the end of the log (records
 and bytes of frames).
 
 The durable sequence number is the one the tail segment's header records:
-the writer updates it one sync behind, so more may be durable.
+the writer updates it behind its syncs (at most about 10 ms behind), so
+more may be durable.
 
 stat reads without locking and never changes the log, so it works while
 another process writes it (a record being written may then show as a torn
