@@ -2,12 +2,14 @@ package wal_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -263,5 +265,55 @@ func TestZeroPadding(t *testing.T) {
 	rep, err := wal.Verify(dir, nil)
 	if err != nil || rep.Records != uint64(small+len(big)) || rep.Torn != nil {
 		t.Fatalf("verify: %+v, %v; want %d records, no torn tail", rep, err, small+len(big))
+	}
+}
+
+// TestDurableMarkNeverClaimsAFailedSync: once an fdatasync fails, no mark
+// written afterwards (by a later sync, the quiet-log timer, or Close)
+// claims the records that sync was to make durable: the header still names
+// the last record a sync made durable.
+func TestDurableMarkNeverClaimsAFailedSync(t *testing.T) {
+	var failing atomic.Bool
+	fsys := vfs.WithFaults(vfs.OS(), func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if op == vfs.OpSync && failing.Load() && strings.HasSuffix(name, ".seg") {
+			return 0, syscall.EIO
+		}
+		return n, nil
+	})
+	o := wal.WithMarkEvery(wal.WithFS(wal.Options{Sync: wal.SyncBatch}, fsys), time.Millisecond)
+	dir := t.TempDir()
+	l := openLog(t, dir, &o)
+	ctx := context.Background()
+	p := payloadTemplate(128)
+	for range 3 {
+		seq, err := l.Append(p)
+		if err == nil {
+			err = l.WaitDurable(ctx, seq)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // the timer writes the mark of record 3
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if m := readMark(t, segs[0]); m.NextSeq != 4 {
+		t.Fatalf("mark before the failure: next seq %d, want 4", m.NextSeq)
+	}
+	failing.Store(true)
+	for range 2 {
+		seq, err := l.Append(p)
+		if err == nil {
+			err = l.WaitDurable(ctx, seq)
+		}
+		if !errors.Is(err, syscall.EIO) {
+			t.Fatalf("append after a failed fdatasync: %v, want EIO", err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // time for any timer to write a mark
+	if err := l.Close(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Close after a failed fdatasync: %v, want EIO", err)
+	}
+	if m := readMark(t, segs[0]); m.NextSeq != 4 {
+		t.Fatalf("mark after the failed sync and Close: next seq %d, want 4 (no record after 3 was made durable)", m.NextSeq)
 	}
 }
