@@ -18,8 +18,11 @@ import (
 //  2. decide: read the claimed, written and synced positions, the waiters'
 //     requests and the sync policy, and say whether to write now;
 //  3. flush: write every committed byte, then sync if a sync is due;
-//  4. sleep: choose the next wake-up: another pass at once, the timer, or
-//     idle until a producer's commit kicks it.
+//     then serve Engine.Tick (a Ticker) and a TimedSink's TimedTick when
+//     its TickIn says it is due;
+//  4. sleep: choose the next wake-up: another pass at once, the timer (the
+//     earliest of the flush, sync and TickIn times), or idle until a
+//     producer's commit kicks it.
 //
 // A wake-up from idle (the first commit after a quiet spell) only arms the
 // flush timer: writing a few records per wake-up would make producers and
