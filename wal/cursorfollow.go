@@ -103,10 +103,10 @@ func OpenCursor(dir, name string, opts *Options, copts *CursorOptions) (*Cursor,
 // the greatest of the end of the records in the files when the cursor was
 // opened, the record after the last one Next delivered, the last
 // segment's first sequence number and the durable mark the writer keeps in
-// its header (each sync writes there what the sync before it made
-// durable). So it may lag the writer by the records appended since its
-// last two syncs; the records of a segment the writer has not named yet
-// (see OpenReader) show once it does.
+// its header (what an earlier, completed sync made durable, written at
+// most about 10 ms after it). So it may lag the writer by the records
+// appended since a sync some 10 ms back; the records of a segment the
+// writer has not named yet (see OpenReader) show once it does.
 func (c *Cursor) End() uint64 {
 	if c.fol == nil {
 		return c.l.NextSeq()
