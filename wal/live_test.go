@@ -105,10 +105,28 @@ func TestLiveReaderFollowsAppendersThroughRotationAndTruncateFront(t *testing.T)
 				time.Sleep(time.Millisecond) // pacing, not synchronisation
 			}
 		})
+		// Halfway, the writers wait (up to 10 s) until TruncateFront has
+		// deleted a segment, so that deletion runs beside the readers
+		// even when a loaded machine schedules the truncating goroutine
+		// late.
 		var aw sync.WaitGroup
+		half := make(chan struct{})
+		var halfway sync.WaitGroup
+		halfway.Add(writers)
 		for g := range writers {
 			aw.Go(func() {
+				reached := false
+				defer func() {
+					if !reached {
+						halfway.Done() // stopped early: do not hold the others
+					}
+				}()
 				for i := range per {
+					if i == per/2 {
+						reached = true
+						halfway.Done()
+						<-half
+					}
 					if _, err := l.Append(testPayload(g, i, 40+i%200)); err != nil {
 						t.Error(err)
 						return
@@ -116,6 +134,11 @@ func TestLiveReaderFollowsAppendersThroughRotationAndTruncateFront(t *testing.T)
 				}
 			})
 		}
+		halfway.Wait()
+		for deadline := time.Now().Add(10 * time.Second); l.FirstSeq() == 1 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		close(half)
 		aw.Wait()
 		wg.Wait()
 		close(stop)
