@@ -84,24 +84,14 @@ func TestSyncedAppendSyscalls(t *testing.T) {
 	o := wal.WithMarkEvery(wal.WithFS(wal.Options{Sync: wal.SyncBatch}, fsys), time.Hour)
 	dir := t.TempDir()
 	l := openLog(t, dir, &o)
-	ctx := context.Background()
 	p := payloadTemplate(128)
-	appendSync := func() {
-		seq, err := l.Append(p)
-		if err == nil {
-			err = l.WaitDurable(ctx, seq)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	for range 3 {
-		appendSync() // the first sync's mark is written by the second
+		appendDurable(t, l, p) // the first sync's mark is written by the second
 	}
 	const n = 300 // 300 × 144 B crosses no segment and at most one padding boundary
 	counting.Store(true)
 	for range n {
-		appendSync()
+		appendDurable(t, l, p)
 	}
 	counting.Store(false)
 	if w, s, x := writes.Load(), syncs.Load(), other.Load(); w != n || s != n || x != 0 {
@@ -149,17 +139,9 @@ func TestDurableMarkTrailsSyncs(t *testing.T) {
 		o := wal.WithMarkEvery(wal.Options{Sync: wal.SyncBatch}, every)
 		dir := t.TempDir()
 		l := openLog(t, dir, &o)
-		ctx := context.Background()
 		var last uint64
 		for range 3 {
-			seq, err := l.Append(payloadTemplate(128))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := l.WaitDurable(ctx, seq); err != nil {
-				t.Fatal(err)
-			}
-			last = seq
+			last = appendDurable(t, l, payloadTemplate(128))
 		}
 		segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
 		deadline := time.Now().Add(2 * time.Second)
@@ -210,13 +192,7 @@ func TestZeroPadding(t *testing.T) {
 	const rec = 128 + frame.HeaderSize
 	small := (zeroAhead + 4096) / rec // crosses the first 256 KiB boundary
 	for range small {
-		seq, err := l.Append(p)
-		if err == nil {
-			err = l.WaitDurable(ctx, seq)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		appendDurable(t, l, p)
 	}
 	big := make([][]byte, 2048) // 288 KiB in one batch: one large write, past the padding
 	for i := range big {
@@ -286,13 +262,7 @@ func TestDurableMarkNeverClaimsAFailedSync(t *testing.T) {
 	ctx := context.Background()
 	p := payloadTemplate(128)
 	for range 3 {
-		seq, err := l.Append(p)
-		if err == nil {
-			err = l.WaitDurable(ctx, seq)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		appendDurable(t, l, p)
 	}
 	// The quiet-log timer writes the mark of record 3.
 	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
@@ -318,4 +288,17 @@ func TestDurableMarkNeverClaimsAFailedSync(t *testing.T) {
 	if m := readMark(t, segs[0]); m.NextSeq != 4 {
 		t.Fatalf("mark after the failed sync and Close: next seq %d, want 4 (no record after 3 was made durable)", m.NextSeq)
 	}
+}
+
+// appendDurable appends p to l and waits until it is durable.
+func appendDurable(tb testing.TB, l *wal.Log, p []byte) uint64 {
+	tb.Helper()
+	seq, err := l.Append(p)
+	if err == nil {
+		err = l.WaitDurable(context.Background(), seq)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return seq
 }
