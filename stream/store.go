@@ -171,8 +171,11 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	marker := filepath.Join(dir, _storeFile)
 	if !slices.Contains(names, _storeFile) {
+		// What a Create killed before it wrote STORE leaves: the lock,
+		// the streams directory and STORE's temporary file. Creating
+		// the store again overwrites the temporary file.
 		for _, n := range names {
-			if n != _lockFile && n != _streamsDir {
+			if n != _lockFile && n != _streamsDir && n != _storeFile+_tmpSuffix {
 				return nil, fmt.Errorf("%w: %s holds %q and no %s file", ErrNotStore, dir, n, _storeFile)
 			}
 		}

@@ -145,8 +145,23 @@ func TestOpenMisuse(t *testing.T) {
 		t.Fatalf("Open wrote into a foreign directory: %v", ents)
 	}
 
+	// A store whose creation was killed before STORE was renamed into
+	// place (TestBrokerKill found one): the lock, an empty streams
+	// directory and a partial STORE.tmp. Open finishes creating it.
 	dir = t.TempDir()
+	noErr(t, os.WriteFile(filepath.Join(dir, _lockFile), nil, 0o644))
+	noErr(t, os.Mkdir(filepath.Join(dir, _streamsDir), 0o755))
+	noErr(t, os.WriteFile(filepath.Join(dir, _storeFile+_tmpSuffix), []byte(`{"for`), 0o644))
 	st := mustOpen(t, dir, nil)
+	noErr(t, st.Close())
+	st = mustOpen(t, dir, nil) // a store now
+	noErr(t, st.Close())
+	if _, err := os.Stat(filepath.Join(dir, _storeFile+_tmpSuffix)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("STORE.tmp after the store was created: %v", err)
+	}
+
+	dir = t.TempDir()
+	st = mustOpen(t, dir, nil)
 	if _, err := Open(dir, nil); !errors.Is(err, ErrInUse) {
 		t.Fatalf("second Open = %v, want ErrInUse", err)
 	}
