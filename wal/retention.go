@@ -22,10 +22,10 @@ type Retention struct {
 	// longer ago than MaxAge (a segment found at Open is dated by its
 	// file's modification time). It applies to the active segment too:
 	// one that nothing was written to for MaxAge is sealed, dated by its
-	// last record, and deleted, by the ager within MaxAge/4 (at most a
-	// minute) or by the first write into it, whichever comes first; new
-	// records start a new segment. A log that gets no write at all still
-	// loses its records MaxAge after the last one.
+	// last record, and deleted, by the flusher's timer MaxAge after that
+	// record (or by the first write after, if it comes first); new records
+	// start a new segment. A log that gets no write at all still loses its
+	// records MaxAge after the last one.
 	MaxAge time.Duration
 	// IgnoreCursors lets retention and TruncateFront delete records that a
 	// Cursor has not committed. By default they never delete a record at
@@ -224,9 +224,6 @@ func (l *Log) startRetention() {
 				return
 			case <-t.C():
 			}
-			// Seal an active segment idle for MaxAge (on the
-			// flusher: see segWriter.Tick); its seal applies retention.
-			l.eng.Tick()
 			l.applyRetention()
 			t.Reset(period)
 		}
@@ -241,17 +238,24 @@ func (l *Log) stopRetention() {
 	}
 }
 
-// Tick seals the active segment at pos, on the flusher, when it holds
-// records and nothing was written to it for sealIdle (Retention.MaxAge):
-// the Log's ager asks for it (Engine.Tick) so that a log that gets no more
-// appends still loses its expired records. pos is the end of every byte
-// written. The sealed segment is dated by its last write, as in sealAged.
-func (w *segWriter) Tick(pos uint64) error {
-	if w.sealIdle <= 0 || w.count == 0 || w.inFrame || w.nhdr != 0 || w.now().Sub(w.lastWrite) < w.sealIdle {
-		return nil
+// sealDueIn returns how long until the active segment is due to be
+// sealed for having had nothing written to it for sealIdle
+// (Retention.MaxAge), or -1 when it is not to be: no MaxAge, no record in
+// it, or a record only partly written (the write that completes it comes
+// first). Flusher only.
+func (w *segWriter) sealDueIn(now time.Time) time.Duration {
+	if w.sealIdle <= 0 || w.count == 0 || w.inFrame || w.nhdr != 0 {
+		return -1
 	}
+	return max(w.sealIdle-now.Sub(w.lastWrite), 0)
+}
+
+// sealQuiet seals the active segment at pos, the end of its last record,
+// dated last (its last write), so that retention deletes it as soon as it
+// is older than MaxAge. Flusher only.
+func (w *segWriter) sealQuiet(pos uint64, last time.Time) error {
 	if w.table != nil && w.live != nil {
-		w.table.dateSeal(w.live, w.lastWrite)
+		w.table.dateSeal(w.live, last) // before rotate: the sealer may apply retention at once
 	}
 	return w.rotate(pos)
 }
@@ -263,12 +267,10 @@ func (w *segWriter) Tick(pos uint64) error {
 // this write. Flusher only (segWriter.Write).
 func (w *segWriter) sealAged(pos uint64) error {
 	now, last := w.now(), w.lastWrite
+	due := w.sealDueIn(now) == 0
 	w.lastWrite = now
-	if w.count == 0 || w.inFrame || w.nhdr != 0 || now.Sub(last) < w.sealIdle {
+	if !due {
 		return nil
 	}
-	if w.table != nil && w.live != nil {
-		w.table.dateSeal(w.live, last) // before rotate: the sealer may apply retention at once
-	}
-	return w.rotate(pos)
+	return w.sealQuiet(pos, last)
 }

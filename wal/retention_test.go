@@ -27,17 +27,17 @@ func TestRetentionMaxAgeQuietLog(t *testing.T) {
 	if len(segs) < 3 || l.FirstSeq() != 1 {
 		t.Fatalf("%d segments, FirstSeq %d before the hour passed", len(segs), l.FirstSeq())
 	}
-	// Nothing is written from now on: only the ager can delete. The
-	// sealed segments expired, and so did the active one's records: the
-	// ager seals it (on the flusher) and retention deletes them all.
+	// Nothing is written from now on: only the ager and the flusher's
+	// timer can delete. The sealed segments expired, and so did the
+	// active one's records: the flusher seals it (TimedTick) and
+	// retention deletes them all.
 	changed := fake.Changed()
 	fake.Advance(2 * time.Hour)
 	end := l.NextSeq()
 	giveUp := time.After(time.Minute) // a hang guard, not a timing check
 	for l.FirstSeq() != end || l.Stats().SegmentsDeleted != int64(len(segs)) {
 		// The seal and the deletion run on the flusher and the sealer
-		// after the ager's pass (the count after the files are gone):
-		// look again now and then.
+		// (the count after the files are gone): look again now and then.
 		select {
 		case <-changed:
 			changed = fake.Changed()

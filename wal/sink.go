@@ -124,7 +124,6 @@ type segWriter struct {
 
 var (
 	_ engine.PipelinedSink = (*segWriter)(nil)
-	_ engine.Ticker        = (*segWriter)(nil)
 	_ engine.TimedSink     = (*segWriter)(nil)
 )
 
@@ -520,26 +519,45 @@ func (w *segWriter) runSync() (err error) {
 	return nil
 }
 
-// TickIn implements engine.TimedSink: the mark of a completed sync is due
-// _markEvery after the last mark was written.
+// TickIn implements engine.TimedSink: the earlier of when the mark of a
+// completed sync is due (_markEvery after the last mark was written) and
+// when a quiet active segment is due to be sealed (sealDueIn).
 func (w *segWriter) TickIn(now time.Time) time.Duration {
+	d := w.sealDueIn(now)
+	if m := w.markDueIn(now); m >= 0 && (d < 0 || m < d) {
+		d = m
+	}
+	return d
+}
+
+// markDueIn returns how long until the mark of the last sync is due to be
+// written, or -1 when there is none to write, or the sync is still in
+// flight (its completion brings the flusher round). Flusher only.
+func (w *segWriter) markDueIn(now time.Time) time.Duration {
 	if w.mark == w.markWritten || !w.syncSettled() {
-		return -1 // nothing to write, or not yet true: the sync's completion brings the flusher round
+		return -1
 	}
 	return max(w.markEvery-now.Sub(w.markAt), 0)
 }
 
-// TimedTick implements engine.TimedSink: it writes the mark of the last
-// sync into the header, the mark a log that went quiet would otherwise
-// leave unwritten. It does not sync: the next sync, or Close, makes it
-// durable, and readers in other processes see it at once.
+// TimedTick implements engine.TimedSink. It writes the mark of the last
+// sync into the header if it is due, the mark a log that went quiet would
+// otherwise leave unwritten; it does not sync: the next sync, or Close,
+// makes it durable, and readers in other processes see it at once. And it
+// seals the active segment if it is due (Retention.MaxAge), so that a log
+// that gets no more appends still loses its expired records.
 func (w *segWriter) TimedTick() error {
-	if !w.syncSettled() || !w.markDue() {
-		return nil
+	now := w.now()
+	if w.markDueIn(now) == 0 {
+		w.putMark()
+		if _, err := w.f.WriteAt(w.markBuf[:], frame.MarkOffset); err != nil {
+			return fmt.Errorf("wal: write mark %s: %w", w.name, err)
+		}
 	}
-	w.putMark()
-	if _, err := w.f.WriteAt(w.markBuf[:], frame.MarkOffset); err != nil {
-		return fmt.Errorf("wal: write mark %s: %w", w.name, err)
+	if w.sealDueIn(now) == 0 {
+		// With no frame partly walked, frameStart is the end of every
+		// byte written.
+		return w.sealQuiet(w.frameStart, w.lastWrite)
 	}
 	return nil
 }

@@ -112,19 +112,10 @@ type Sink interface {
 	Sync() error
 }
 
-// Ticker is a Sink with work to do on the flusher goroutine at times when
-// nothing is written: Engine.Tick asks for a call.
-type Ticker interface {
-	Sink
-	// Tick is called on the flusher goroutine after Engine.Tick, at a
-	// pass where every byte claimed so far is written: pos is the
-	// position after them. An error fails the engine, as a Write error
-	// does.
-	Tick(pos uint64) error
-}
-
 // TimedSink is a Sink with work to do on the flusher goroutine at times it
-// chooses, whether or not bytes are being written.
+// chooses, whether or not bytes are being written: the flusher asks
+// TickIn when it starts and at each pass, and keeps its timer armed for
+// the time it returns.
 type TimedSink interface {
 	Sink
 	// TickIn is called on the flusher goroutine at each pass. It returns
@@ -337,8 +328,6 @@ type Engine struct {
 	// Requests from waiters, raised with StoreMax.
 	flushReq atomic.Uint64
 	syncReq  atomic.Uint64
-	// tickReq asks the flusher to call the Sink's Tick (Engine.Tick).
-	tickReq atomic.Bool
 	// arrivals counts waits begun (for group-commit gathering).
 	arrivals atomic.Uint64
 
@@ -788,15 +777,6 @@ func (e *Engine) AwaitAtLeastOrWake(ctx context.Context, v *atomic.Uint64, want 
 // ErrWoken is returned by AwaitAtLeastOrWake when its wake channel fired
 // before the condition held.
 var ErrWoken = errors.New("engine: woken")
-
-// Tick asks the flusher to call the Sink's Tick (if it is a Ticker) soon,
-// without waiting. The call is made at a pass with nothing left to write;
-// while bytes are claimed and unwritten it is skipped (the writes that
-// follow are the Sink's chance to act).
-func (e *Engine) Tick() {
-	e.tickReq.Store(true)
-	e.wake()
-}
 
 // RequestSync asks the flusher to sync once the bytes below pos are written,
 // without waiting.

@@ -1295,61 +1295,7 @@ func TestInFlightSyncIsNoReasonToWake(t *testing.T) {
 	}
 }
 
-// tickSink is a memSink that records its Tick calls and their positions.
-type tickSink struct {
-	*memSink
-	ticks chan uint64
-	fail  atomic.Bool
-}
-
 var errTick = errors.New("tick failed")
-
-func (s *tickSink) Tick(pos uint64) error {
-	defer func() { s.ticks <- pos }()
-	if s.fail.Load() {
-		return errTick
-	}
-	return nil
-}
-
-// TestTick: Engine.Tick has the flusher call the Sink's Tick with the
-// position after every byte written; a Tick error fails the engine.
-func TestTick(t *testing.T) {
-	sink := &tickSink{memSink: &memSink{t: t}, ticks: make(chan uint64, 16)}
-	e, err := New(Config{Size: MinSize, FlushInterval: time.Hour}, sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := e.Claim(100, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Put(c, 0, make([]byte, 100))
-	e.Commit(c)
-	if err := e.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	e.Tick()
-	select {
-	case pos := <-sink.ticks:
-		if pos != 100 || e.Written() != 100 {
-			t.Fatalf("Tick(%d) with %d written, want 100", pos, e.Written())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no Tick call")
-	}
-	sink.fail.Store(true)
-	e.Tick()
-	<-sink.ticks
-	deadline := time.Now().Add(10 * time.Second)
-	for e.Err() == nil && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if !errors.Is(e.Err(), errTick) {
-		t.Fatalf("after a failed Tick: %v", e.Err())
-	}
-	e.Close()
-}
 
 // timedSink is a memSink that wants TimedTick at a time it is told
 // (due, in fake-clock nanoseconds; 0 for never) and records the calls.
@@ -1408,4 +1354,19 @@ func TestTimedTick(t *testing.T) {
 		t.Fatalf("after a failed TimedTick: %v", e.Err())
 	}
 	e.Close()
+}
+
+// TestTimedTickAtStart: a TimedSink that wants a call before anything is
+// written (a log reopened with work due later) gets it: the flusher asks
+// TickIn when it starts, not only at passes.
+func TestTimedTickAtStart(t *testing.T) {
+	clk := newFake()
+	sink := &timedSink{memSink: &memSink{t: t}, clk: clk}
+	sink.due.Store(clk.Now().Add(time.Minute).UnixNano())
+	e, err := New(Config{Size: MinSize, FlushInterval: time.Hour, Clock: clk}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	advanceUntil(t, e, clk, "TimedTick with nothing written", func() bool { return sink.calls.Load() == 1 })
 }

@@ -18,8 +18,7 @@ import (
 //  2. decide: read the claimed, written and synced positions, the waiters'
 //     requests and the sync policy, and say whether to write now;
 //  3. flush: write every committed byte, then sync if a sync is due;
-//     then serve Engine.Tick (a Ticker) and a TimedSink's TimedTick when
-//     its TickIn says it is due;
+//     then call a TimedSink's TimedTick when its TickIn says it is due;
 //  4. sleep: choose the next wake-up: another pass at once, the timer (the
 //     earliest of the flush, sync and TickIn times), or idle until a
 //     producer's commit kicks it.
@@ -79,6 +78,13 @@ func (f *flusher) run() {
 		defer f.syncer.stop() // a sync in flight finishes before the sink is closed
 	}
 	defer f.timer.Stop()
+	if f.timed != nil {
+		// A Sink may want a call before anything is written (a log
+		// reopened with work due later).
+		if t := f.timed.TickIn(e.now()); t >= 0 {
+			f.arm(t)
+		}
+	}
 	for {
 		fired := f.park()
 		if e.failed.Load() != nil {
@@ -95,9 +101,6 @@ func (f *flusher) run() {
 		}
 		if progressed {
 			e.progress.Broadcast()
-		}
-		if e.tickReq.Load() && !f.stopping {
-			f.tick()
 		}
 		if f.timed != nil && !f.stopping && f.timed.TickIn(e.now()) == 0 {
 			if err := f.timed.TimedTick(); err != nil {
@@ -119,26 +122,6 @@ func (f *flusher) run() {
 		}
 		f.sleep(p, progressed)
 	}
-}
-
-// tick serves Engine.Tick: it calls the Sink's Tick if every claimed byte
-// is written, and drops the request otherwise.
-func (f *flusher) tick() {
-	e := f.e
-	e.tickReq.Store(false)
-	t, ok := e.sink.(Ticker)
-	if !ok {
-		return
-	}
-	pos, _ := e.Tail()
-	if e.written.Load() != pos {
-		return
-	}
-	if err := t.Tick(pos); err != nil {
-		e.fail(err)
-		return
-	}
-	e.progress.Broadcast()
 }
 
 // park waits for the next reason to make a pass: a kick, the timer, a
