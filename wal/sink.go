@@ -434,7 +434,7 @@ func (w *segWriter) Sync() error { return w.PrepareSync()() }
 // what a sync started now covers, and returns the function the engine's
 // syncer runs while the flusher goes on writing: wait for a seal in flight
 // (records of a segment are durable only once it has its name), write the
-// mark of an earlier sync into the header if one is due (markDue), fdatasync,
+// mark of an earlier sync into the header if one is due (markDueIn), fdatasync,
 // and publish the new durable sequence number.
 //
 // A mark describes a sync that the engine finished before calling
@@ -448,7 +448,7 @@ func (w *segWriter) PrepareSync() func() error {
 	// The engine finished the sync before this one: collect its token so
 	// that the one this sync sends is the only one.
 	w.waitSyncing()
-	writeMark := w.markDue()
+	writeMark := w.markDueIn(w.now()) == 0 // settled: waitSyncing above
 	if writeMark {
 		w.putMark()
 	}
@@ -474,12 +474,6 @@ func (w *segWriter) PrepareSync() func() error {
 // (OpenReader, OpenCursor) learns from the header how far the log is
 // durable.
 const _markEvery = 10 * time.Millisecond
-
-// markDue reports whether the mark of a completed sync waits to be
-// written and is due. Flusher only, with no sync in flight.
-func (w *segWriter) markDue() bool {
-	return w.mark != w.markWritten && w.now().Sub(w.markAt) >= w.markEvery
-}
 
 // putMark encodes the mark of the completed sync into markBuf, to be
 // written by the caller, and notes it as written.
