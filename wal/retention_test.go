@@ -11,8 +11,9 @@ import (
 
 // TestRetentionMaxAgeQuietLog: on a log that seals nothing, MaxAge still
 // deletes the sealed segments that expired (the ager, on the log's clock),
-// and then the active segment idle for MaxAge, sealed by the ager with no
-// write at all; the next write goes on in the new, empty segment.
+// and then the active segment idle for MaxAge, sealed on the flusher's
+// timer with no write at all; the next write goes on in the new, empty
+// segment.
 func TestRetentionMaxAgeQuietLog(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1000, 0))
 	dir := t.TempDir()
@@ -69,5 +70,37 @@ func TestRetentionMaxAgeQuietLog(t *testing.T) {
 	defer r.Close()
 	if !r.Next() || r.Seq() != seq {
 		t.Fatalf("record %d not readable: %v", seq, r.Err())
+	}
+}
+
+// TestRetentionMaxAgeReopenedQuietLog: a log reopened and never written
+// to still loses the records of its active segment MaxAge after the last
+// of them was written (dated by the segment file's modification time):
+// the flusher arms its timer for the seal when it starts.
+func TestRetentionMaxAgeReopenedQuietLog(t *testing.T) {
+	fake := clock.NewFake(time.Now())
+	dir := t.TempDir()
+	o := &Options{clock: fake, Retention: Retention{MaxAge: time.Hour}}
+	l := mustOpen(t, dir, o)
+	appendRecs(t, l, 10)
+	noErr(t, l.Close())
+	l = mustOpen(t, dir, o)
+	defer func() { l.Close() }()
+	end := l.NextSeq()
+	if l.FirstSeq() != 1 {
+		t.Fatalf("FirstSeq %d before the hour passed", l.FirstSeq())
+	}
+	changed := fake.Changed()
+	fake.Advance(2 * time.Hour)
+	giveUp := time.After(time.Minute) // a hang guard, not a timing check
+	for l.FirstSeq() != end {
+		select {
+		case <-changed:
+			changed = fake.Changed()
+			fake.Advance(_agerMaxPeriod)
+		case <-time.After(5 * time.Millisecond):
+		case <-giveUp:
+			t.Fatalf("FirstSeq %d of %d: the expired records of a reopened quiet log stay", l.FirstSeq(), end)
+		}
 	}
 }
