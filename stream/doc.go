@@ -31,4 +31,9 @@
 // stream whole or absent. A stream's log is opened on first use and closed
 // after Options.IdleTimeout without use, so a store's memory is bounded by
 // the streams in use, not the streams it holds.
+//
+// Every fdatasync and directory fsync of a store is parked (see
+// wal.Options.ParkedSync): many streams sync at once, and a goroutine
+// blocked in the system call would hold a P that the store's publishers
+// and consumers need.
 package stream

@@ -84,7 +84,9 @@ type Options struct {
 	// Default is the Config of a stream created with a nil *Config.
 	Default *Config
 
-	// fsys is the file system, vfs.OS() when nil (tests set it).
+	// fsys is the file system, vfs.OSParked() when nil (tests set it):
+	// every sync of the store, its streams' logs' included, is parked
+	// (see wal.Options.ParkedSync), since a store's streams sync at once.
 	fsys vfs.FS
 }
 
@@ -145,7 +147,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		o = *opts
 	}
 	if o.fsys == nil {
-		o.fsys = vfs.OS()
+		o.fsys = vfs.OSParked()
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = DefaultIdleTimeout

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appendlog/appendlog/internal/vfs"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -33,6 +34,9 @@ func mustOpen(t testing.TB, dir string, opts *Options) *Store {
 func TestCreateListDeleteReopen(t *testing.T) {
 	dir := t.TempDir()
 	st := mustOpen(t, dir, nil)
+	if st.fsys != vfs.OSParked() {
+		t.Fatalf("a store's file system is %#v, want vfs.OSParked(): its syncs are parked", st.fsys)
+	}
 	cfg := &Config{SegmentSize: 64 << 10, Sync: wal.SyncNever, Retention: Retention{MaxBytes: 1 << 20, MaxAge: time.Hour, UntilAcked: true}}
 	for _, n := range []string{"b", "a", "c.1_x-y"} {
 		_, err := st.Create(n, cfg)

@@ -741,3 +741,43 @@ func TestRecoveryAfterKilledProcessIsDurable(t *testing.T) {
 		t.Fatalf("%d records survived a power cut after recovery", len(got))
 	}
 }
+
+// TestParkedSync: Options.ParkedSync selects the parked file system, and
+// a log whose syncs are parked acks durable appends from many goroutines
+// and reopens with every one of them.
+func TestParkedSync(t *testing.T) {
+	if got := (&Options{ParkedSync: true}).withDefaults().fsys; got != vfs.OSParked() {
+		t.Fatalf("ParkedSync: file system %#v, want vfs.OSParked()", got)
+	}
+	if got := (&Options{}).withDefaults().fsys; got != vfs.OS() {
+		t.Fatalf("default: file system %#v, want vfs.OS()", got)
+	}
+	dir := t.TempDir()
+	l, err := Open(dir, &Options{ParkedSync: true, SegmentSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, each = 8, 50
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				seq, err := l.Append(testPayload(g, i, 32))
+				if err == nil {
+					err = l.WaitDurable(context.Background(), seq)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, vfs.OS(), dir); len(got) != goroutines*each { // checks order and integrity
+		t.Fatalf("reopened log: %d records of %d", len(got), goroutines*each)
+	}
+}

@@ -118,8 +118,25 @@ type Options struct {
 	// smaller window costs a Reader that drains a backlog some speed.
 	// Default DefaultReaderWindow; at least 4 KiB.
 	ReaderWindow int64
+	// ParkedSync parks the goroutine that waits for each fdatasync and
+	// directory fsync of the log instead of blocking it in the system
+	// call: on Linux the sync runs on a kernel worker (io_uring) and the
+	// goroutine waits in Go's network poller, like one reading a socket.
+	//
+	// A goroutine blocked in a system call keeps its P (the runtime's
+	// right to run Go code), and the goroutines queued on that P wait with
+	// it until the runtime's monitor takes the P back, which in a busy
+	// process can take up to 10 ms. An fdatasync that waits for a journal
+	// commit takes milliseconds, so several logs syncing at once in a
+	// process with few CPUs delay every ready goroutine. Turn it on there
+	// (package stream does for every stream). A parked sync costs more
+	// CPU and lowers the group-commit throughput of one busy log (see
+	// BENCHMARKS.md), so it is off by default. Where io_uring is not
+	// available it changes nothing.
+	ParkedSync bool
 
-	// fsys is the file system, vfs.OS() when nil. Tests set it (see
+	// fsys is the file system, vfs.OS() (or vfs.OSParked()) when nil.
+	// Tests set it (see
 	// export_test.go).
 	fsys vfs.FS
 	// clock is the engine's clock, the system clock when nil. Tests set a
@@ -138,6 +155,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.fsys == nil {
 		c.fsys = vfs.OS()
+		if c.ParkedSync {
+			c.fsys = vfs.OSParked()
+		}
 	}
 	if c.markEvery == 0 {
 		c.markEvery = _markEvery

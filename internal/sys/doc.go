@@ -18,11 +18,14 @@
 //     that needs more), and FSType;
 //   - futex(2) and shared atomic words (FutexWait, FutexWake, Uint64At) for
 //     shmlog, and /proc/PID/stat (ProcStart) to tell a dead writer;
-//   - io_uring_setup(2) and io_uring_enter(2) (Uring);
+//   - io_uring_setup(2) and io_uring_enter(2) (Uring), and a process-wide
+//     ring with an eventfd read through Go's poller behind
+//     FdatasyncParked and SyncDirParked (IORING_OP_FSYNC);
 //   - getrusage(2): MaxRSS.
 //
 // Every other platform gets a portable fallback (files ending in _other.go)
-// with the same unexported signatures: Fdatasync becomes (*os.File).Sync,
+// with the same unexported signatures: Fdatasync (parked or not) becomes
+// (*os.File).Sync,
 // Fallocate extends the size with ftruncate, Pwritev becomes one WriteAt per
 // buffer; OpenDirect, Mmap, FreeSpace, FSType, MaxRSS and NewUring report
 // that they are unsupported; LockHolder cannot tell; FutexWait sleeps out

@@ -63,7 +63,27 @@ func (a Advice) String() string {
 // (*os.File).Sync. An error means the data may be lost: never retry it and
 // assume it is durable.
 func Fdatasync(f *os.File) error {
-	return pathErr("fdatasync", f, fdatasync(f))
+	return pathErr("fdatasync", f, fdatasync(f, false))
+}
+
+// FdatasyncParked is Fdatasync with the wait parked: on Linux the
+// fdatasync runs on a kernel worker (io_uring IORING_OP_FSYNC) while the
+// calling goroutine waits in Go's network poller, holding no P, like one
+// reading a socket.
+//
+// A goroutine blocked in a system call keeps its P, and the runtime takes
+// it back only when its monitor next looks, which in a process that has
+// been busy without blocking can be 10 ms away; the goroutines queued on
+// that P wait all that time. An fdatasync that waits for an ext4 journal
+// commit takes milliseconds, so a few logs syncing at once on a machine
+// with few CPUs stall every ready goroutine. A parked sync costs more CPU
+// (a kernel worker's wake-up and the poller's) and adds a little latency,
+// so it is for processes where several logs sync at once.
+//
+// Where io_uring is unavailable (other platforms, old kernels, disabled by
+// sysctl or seccomp), or too many syncs are in flight, it is Fdatasync.
+func FdatasyncParked(f *os.File) error {
+	return pathErr("fdatasync", f, fdatasync(f, true))
 }
 
 // Fallocate allocates the byte range [off, off+n) of f, zero-filled,
@@ -286,7 +306,12 @@ func Unlock(f *os.File) error {
 // durable: it opens dir, fsyncs it and closes it. On Windows, where
 // directories cannot be synced, it only checks that dir can be opened.
 func SyncDir(dir string) error {
-	return syncDir(dir)
+	return syncDir(dir, false)
+}
+
+// SyncDirParked is SyncDir with the fsync parked (see FdatasyncParked).
+func SyncDirParked(dir string) error {
+	return syncDir(dir, true)
 }
 
 // control runs fn with f's descriptor, holding a reference to it so that a

@@ -13,10 +13,30 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func fdatasync(f *os.File) error {
-	return control(f, func(fd uintptr) error {
-		return retryEINTR(func() error { return unix.Fdatasync(int(fd)) })
-	})
+func fdatasync(f *os.File, parked bool) error {
+	return control(f, func(fd uintptr) error { return fsyncFD(int(fd), true, parked) })
+}
+
+// fsyncFD makes fd's data (datasync) or data and metadata durable: with
+// the system call, or, parked, through the process's sync ring, whose
+// wait holds no P (see syncRing). Where the ring is unavailable (or
+// full) a parked sync is the system call too.
+func fsyncFD(fd int, datasync, parked bool) error {
+	if parked {
+		if r := ring(); r != nil {
+			flags := uint32(0)
+			if datasync {
+				flags = _ioringFsyncDatasync
+			}
+			if ok, err := r.fsync(fd, flags); ok && err != unix.EINTR {
+				return err
+			}
+		}
+	}
+	if datasync {
+		return retryEINTR(func() error { return unix.Fdatasync(fd) })
+	}
+	return retryEINTR(func() error { return unix.Fsync(fd) })
 }
 
 func fallocate(f *os.File, off, n int64) error {
@@ -97,12 +117,15 @@ func madvise(b []byte, a Advice) error {
 	return err
 }
 
-func syncDir(dir string) error {
+func syncDir(dir string, parked bool) error {
 	d, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
+	err = control(d, func(fd uintptr) error { return fsyncFD(int(fd), false, parked) })
+	if err != nil {
+		err = &fs.PathError{Op: "fsync", Path: dir, Err: err}
+	}
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}

@@ -10,7 +10,7 @@ import (
 	"runtime"
 )
 
-func fdatasync(f *os.File) error {
+func fdatasync(f *os.File, _ bool) error {
 	return f.Sync()
 }
 
@@ -46,7 +46,7 @@ func madvise(b []byte, a Advice) error {
 	return nil
 }
 
-func syncDir(dir string) error {
+func syncDir(dir string, _ bool) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

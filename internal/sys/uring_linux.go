@@ -18,7 +18,11 @@ const (
 	_ioringOffSQRing        = 0
 	_ioringOffCQRing        = 0x8000000
 	_ioringOffSQEs          = 0x10000000
+	_ioringOpFsync          = 3
+	_ioringOpTimeout        = 11
 	_ioringOpWrite          = 23
+	_ioringFsyncDatasync    = 1 << 0
+	_ioringRegisterEventfd  = 4
 	_ioringEnterGetEvents   = 1 << 0
 	_ioringFeatSingleMmap   = 1 << 0
 	_ioringSQESize          = 64
@@ -163,10 +167,7 @@ func (u *uring) write(f *os.File, b []byte, off int64, tag uint64) error {
 	// Submit inside Control: the kernel takes its own reference to the
 	// file at submission, so the descriptor only needs to be valid here.
 	return control(f, func(fd uintptr) error {
-		tail := u.sqTail.Load() // only we write the SQ tail
-		idx := tail & u.sqMask
-		sqe := (*uringSQE)(unsafe.Add(unsafe.Pointer(&u.sqeMem[0]), uintptr(idx)*_ioringSQESize))
-		*sqe = uringSQE{
+		sqe := uringSQE{
 			opcode:   _ioringOpWrite,
 			fd:       int32(fd),
 			off:      uint64(off),
@@ -176,42 +177,72 @@ func (u *uring) write(f *os.File, b []byte, off int64, tag uint64) error {
 		if len(b) > 0 {
 			sqe.addr = uint64(uintptr(unsafe.Pointer(&b[0])))
 		}
-		*(*uint32)(unsafe.Add(u.sqArray, uintptr(idx)*4)) = idx
-		u.sqTail.Store(tail + 1) // release: the SQE is complete
-		for {
-			n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(u.fd), 1, 0, 0, 0, 0)
-			switch {
-			case errno == unix.EINTR:
-				continue
-			case errno != 0:
-				return errno
-			case n != 1:
-				return fmt.Errorf("io_uring_enter submitted %d of 1 entries", n)
-			}
-			u.inflight++
-			return nil
+		if err := u.submit(&sqe); err != nil {
+			return err
 		}
+		u.inflight++
+		return nil
 	})
+}
+
+// submit queues sqe and hands it to the kernel (io_uring_enter without
+// waiting). The caller keeps what sqe refers to (buffer, descriptor)
+// valid until its completion; only one goroutine at a time submits.
+func (u *uring) submit(sqe *uringSQE) error {
+	tail := u.sqTail.Load() // only we write the SQ tail
+	idx := tail & u.sqMask
+	*(*uringSQE)(unsafe.Add(unsafe.Pointer(&u.sqeMem[0]), uintptr(idx)*_ioringSQESize)) = *sqe
+	*(*uint32)(unsafe.Add(u.sqArray, uintptr(idx)*4)) = idx
+	u.sqTail.Store(tail + 1) // release: the SQE is complete
+	for {
+		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(u.fd), 1, 0, 0, 0, 0)
+		switch {
+		case errno == unix.EINTR:
+			continue
+		case errno != 0:
+			return errno
+		case n != 1:
+			return fmt.Errorf("io_uring_enter submitted %d of 1 entries", n)
+		}
+		return nil
+	}
+}
+
+// reap returns the next completion without waiting; ok is false when
+// none is ready.
+func (u *uring) reap() (cqe uringCQE, ok bool) {
+	head := u.cqHead.Load()
+	if head == u.cqTail.Load() { // acquire: the CQE is complete
+		return uringCQE{}, false
+	}
+	cqe = *(*uringCQE)(unsafe.Add(u.cqes, uintptr(head&u.cqMask)*_ioringCQESize))
+	u.cqHead.Store(head + 1)
+	return cqe, true
+}
+
+// await blocks in io_uring_enter until a completion is ready.
+func (u *uring) await() error {
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(u.fd), 0, 1, _ioringEnterGetEvents, 0, 0)
+	if errno != 0 && errno != unix.EINTR {
+		return fmt.Errorf("io_uring_enter: %w", errno)
+	}
+	return nil
 }
 
 func (u *uring) wait() (UringCompletion, error) {
 	for {
-		head := u.cqHead.Load()
-		if head != u.cqTail.Load() { // acquire: the CQE is complete
-			cqe := (*uringCQE)(unsafe.Add(u.cqes, uintptr(head&u.cqMask)*_ioringCQESize))
+		if cqe, ok := u.reap(); ok {
 			c := UringCompletion{Tag: cqe.userData}
 			if cqe.res < 0 {
 				c.Err = unix.Errno(-cqe.res)
 			} else {
 				c.N = int(cqe.res)
 			}
-			u.cqHead.Store(head + 1)
 			u.inflight--
 			return c, nil
 		}
-		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(u.fd), 0, 1, _ioringEnterGetEvents, 0, 0)
-		if errno != 0 && errno != unix.EINTR {
-			return UringCompletion{}, fmt.Errorf("io_uring_enter: %w", errno)
+		if err := u.await(); err != nil {
+			return UringCompletion{}, err
 		}
 	}
 }

@@ -21,6 +21,7 @@ func TestConformance(t *testing.T) {
 		new  func(t *testing.T) (vfs.FS, string)
 	}{
 		{"os", func(t *testing.T) (vfs.FS, string) { return vfs.OS(), t.TempDir() }},
+		{"os-parked", func(t *testing.T) (vfs.FS, string) { return vfs.OSParked(), t.TempDir() }},
 		{"mem", func(t *testing.T) (vfs.FS, string) {
 			m := vfs.NewMem()
 			if err := m.MkdirAll("/conf", 0o755); err != nil {

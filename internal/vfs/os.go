@@ -21,16 +21,24 @@ func OS() FS {
 	return osFS{}
 }
 
-type osFS struct{}
+// OSParked is OS with every Sync and SyncDir parked: sys.FdatasyncParked
+// and sys.SyncDirParked, whose waits hold no P.
+func OSParked() FS {
+	return osFS{parked: true}
+}
+
+type osFS struct {
+	parked bool
+}
 
 var _ FS = osFS{}
 
-func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+func (o osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	f, err := os.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}
-	return &osFile{f: f}, nil
+	return &osFile{f: f, parked: o.parked}, nil
 }
 
 func (osFS) Remove(name string) error { return os.Remove(name) }
@@ -53,7 +61,12 @@ func (osFS) List(dir string) ([]string, error) {
 
 func (osFS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
 
-func (osFS) SyncDir(dir string) error { return sys.SyncDir(dir) }
+func (o osFS) SyncDir(dir string) error {
+	if o.parked {
+		return sys.SyncDirParked(dir)
+	}
+	return sys.SyncDir(dir)
+}
 
 func (osFS) Lock(name string, holder string) (io.Closer, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
@@ -82,7 +95,8 @@ func (osFS) Lock(name string, holder string) (io.Closer, error) {
 
 // osFile is a File backed by an *os.File.
 type osFile struct {
-	f *os.File
+	f      *os.File
+	parked bool // Sync is sys.FdatasyncParked
 }
 
 var _ File = (*osFile)(nil)
@@ -97,7 +111,12 @@ func (o *osFile) WritevAt(bufs [][]byte, off int64) (int, error) {
 	return sys.Pwritev(o.f, bufs, off)
 }
 
-func (o *osFile) Sync() error { return sys.Fdatasync(o.f) }
+func (o *osFile) Sync() error {
+	if o.parked {
+		return sys.FdatasyncParked(o.f)
+	}
+	return sys.Fdatasync(o.f)
+}
 
 func (o *osFile) Truncate(size int64) error { return o.f.Truncate(size) }
 

@@ -1,0 +1,182 @@
+//go:build linux
+
+package sys
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func newTestRing(t *testing.T, entries int) *syncRing {
+	t.Helper()
+	r, err := newSyncRing(entries)
+	if errors.Is(err, ErrUringUnsupported) {
+		t.Skipf("io_uring unavailable here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return r
+}
+
+// TestSyncRingConcurrent runs many more concurrent syncs than a small
+// ring has slots: every call returns (leadership passes from caller to
+// caller), the ring takes what it has room for, and after the storm every
+// slot is free again and no one leads.
+func TestSyncRingConcurrent(t *testing.T) {
+	r := newTestRing(t, 4)
+	dir := t.TempDir()
+	const goroutines, each = 16, 40
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	taken := 0
+	for g := range goroutines {
+		wg.Go(func() {
+			f, err := os.Create(filepath.Join(dir, string(rune('a'+g))))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer f.Close()
+			for i := range each {
+				if _, err := f.Write([]byte{byte(i)}); err != nil {
+					t.Error(err)
+					return
+				}
+				flags := uint32(0)
+				if i%2 == 0 {
+					flags = _ioringFsyncDatasync
+				}
+				ok, err := r.fsync(int(f.Fd()), flags)
+				if err != nil {
+					t.Errorf("fsync: %v", err)
+					return
+				}
+				if ok {
+					mu.Lock()
+					taken++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if taken == 0 {
+		t.Fatal("the ring took none of the syncs")
+	}
+	t.Logf("the ring took %d of %d syncs", taken, goroutines*each)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.free) != len(r.slots) || r.pending != 0 || r.leading {
+		t.Fatalf("after the storm: %d of %d slots free, %d pending, leading %v", len(r.free), len(r.slots), r.pending, r.leading)
+	}
+}
+
+// TestSyncRingError: a completion's error reaches its caller (fsync(2) of
+// a pipe is EINVAL).
+func TestSyncRingError(t *testing.T) {
+	r := newTestRing(t, 2)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	ok, err := r.fsync(int(pr.Fd()), _ioringFsyncDatasync)
+	if !ok || !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("fsync of a pipe through the ring: ok %v, err %v; want EINVAL", ok, err)
+	}
+	for name, sync := range map[string]func(*os.File) error{"Fdatasync": Fdatasync, "FdatasyncParked": FdatasyncParked} {
+		if err := sync(pr); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "fdatasync") {
+			t.Fatalf("%s of a pipe: %v; want an fdatasync error wrapping EINVAL", name, err)
+		}
+	}
+}
+
+// TestParkedSyncs: the parked forms sync a file and a directory, and
+// name what they could not sync.
+func TestParkedSyncs(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := FdatasyncParked(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncDirParked(dir); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := FdatasyncParked(f); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("FdatasyncParked of a closed file: %v", err)
+	}
+	if err := SyncDirParked(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("SyncDirParked of a missing directory: %v", err)
+	}
+}
+
+// TestSyncRingWaitHoldsNoP is the reason for the ring: a caller waiting
+// for its completion is parked in the network poller ("IO wait"), not
+// blocked in a system call holding its P. An IORING_OP_TIMEOUT stands in
+// for a slow fdatasync.
+func TestSyncRingWaitHoldsNoP(t *testing.T) {
+	r := newTestRing(t, 2)
+	ts := &unix.Timespec{Nsec: int64(300 * time.Millisecond)}
+	done := make(chan error, 1)
+	go func() {
+		sqe := uringSQE{opcode: _ioringOpTimeout, addr: uint64(uintptr(unsafe.Pointer(ts))), len: 1}
+		ok, err := r.do(&sqe)
+		runtime.KeepAlive(ts)
+		if !ok {
+			err = errors.New("the ring did not take the call")
+		}
+		done <- err
+	}()
+	deadline := time.Now().Add(250 * time.Millisecond)
+	state := ""
+	for state == "" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		state = waiterState()
+	}
+	if state != "IO wait" {
+		t.Errorf("a caller waiting on the ring is in state %q, want %q", state, "IO wait")
+	}
+	if err := <-done; !errors.Is(err, unix.ETIME) {
+		t.Fatalf("timeout through the ring: %v, want ETIME", err)
+	}
+}
+
+// waiterState returns the scheduling state of the goroutine inside
+// syncRing.lead, or "" if there is none.
+func waiterState() string {
+	buf := make([]byte, 1<<20)
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if !strings.Contains(g, "(*syncRing).lead") {
+			continue
+		}
+		// "goroutine 7 [IO wait]:" or "goroutine 7 [syscall, 2 minutes]:"
+		head := g[:strings.IndexByte(g, '\n')]
+		s := head[strings.IndexByte(head, '[')+1 : strings.LastIndexByte(head, ']')]
+		s, _, _ = strings.Cut(s, ",")
+		return s
+	}
+	return ""
+}
