@@ -36,9 +36,13 @@ type segWriter struct {
 	startOff int64
 	// zeroed is the file offset up to which the current segment has been
 	// written, records or zero padding (see _zeroAhead); iov gathers the
-	// buffers of one writeOut. Flusher only.
-	zeroed int64
-	iov    [][]byte
+	// buffers of one writeOut. unsynced counts the bytes written since the
+	// last sync, and padding is set while the last sync covered fewer
+	// than _padBelow. Flusher only.
+	zeroed   int64
+	iov      [][]byte
+	unsynced int64
+	padding  bool
 
 	// Frame walker state.
 	frameStart uint64 // engine position of the frame being walked
@@ -172,22 +176,25 @@ func (w *segWriter) Write(pos uint64, a, b []byte) error {
 	return nil
 }
 
-// _zeroAhead is the unit of zero padding, and _padBelow the largest write
-// that is padded.
+// _zeroAhead is the unit of zero padding, and _padBelow the most bytes a
+// sync, or a write, may cover for the writes after it to be padded.
 //
 // A segment file is preallocated (fallocate), so its blocks start as
 // unwritten extents. The first write into one converts it, and the
 // fdatasync after that write must then commit the file system's journal
 // too, which costs about as much again as the data write. Group commit
-// writes a few KiB per fdatasync, so nearly every sync would pay it. A
-// small write that reaches past what the file has had written is therefore
-// followed, in the same system call, by zeros up to the next multiple of
-// _zeroAhead: one conversion then serves every sync until the records
-// reach it. (PostgreSQL zero-fills whole WAL segments, wal_init_zero, for
-// the same reason.) Readers and recovery already take zeros past the last
-// record for the end of the data; seal and Close truncate them away. Large
-// writes convert their own extents at a cost they amortize, and are not
-// padded: a bulk writer would copy twice the bytes for nothing.
+// writes a few KiB per fdatasync, so nearly every sync would pay it. While
+// the syncs are that small (the last one covered fewer than _padBelow
+// bytes), a small write that reaches past what the file has had written is
+// therefore followed, in the same system call, by zeros up to the next
+// multiple of _zeroAhead: one conversion then serves every sync until the
+// records reach it. (PostgreSQL zero-fills whole WAL segments,
+// wal_init_zero, for the same reason.) Readers and recovery already take
+// zeros past the last record for the end of the data; seal and Close
+// truncate them away. A log whose syncs each cover more (a busy stream, a
+// log that rarely syncs) converts its extents at a cost the sync
+// amortizes, and a large write converts its own: padding them would write
+// every byte twice for nothing.
 const (
 	_zeroAhead = 256 << 10
 	_padBelow  = 64 << 10
@@ -198,12 +205,13 @@ var _zeros [_zeroAhead]byte
 
 // writeOut writes w.iov, the bytes at engine positions [from, to) of the
 // current segment, in one system call, with zero padding after a small
-// write that reaches past w.zeroed (see _zeroAhead).
+// write that reaches past w.zeroed while syncs are small (see _zeroAhead).
 func (w *segWriter) writeOut(from, to uint64) error {
 	off, end := w.fileOff(from), w.fileOff(to)
+	w.unsynced += int64(to - from)
 	if end > w.zeroed {
 		w.zeroed = end
-		if to-from < _padBelow {
+		if w.padding && to-from < _padBelow {
 			if pad := min((end+_zeroAhead-1)/_zeroAhead*_zeroAhead, w.segSize); pad > end {
 				w.iov = append(w.iov, _zeros[:pad-end])
 				w.zeroed = pad
@@ -456,6 +464,7 @@ func (w *segWriter) PrepareSync() func() error {
 	// True once this sync completes; written into the header later.
 	w.mark = frame.Mark{DurableEnd: w.fileOff(w.frameStart), NextSeq: w.nextSeq}
 	w.syncing = true // rotate must not hand f to the sealer while we sync it
+	w.padding, w.unsynced = w.unsynced < _padBelow, 0
 	return w.sj.fn
 }
 

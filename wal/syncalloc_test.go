@@ -165,11 +165,13 @@ func TestDurableMarkTrailsSyncs(t *testing.T) {
 	}
 }
 
-// TestZeroPadding: a small synced write that enters space the segment
-// file has not had written is followed, in the same call, by zeros up to
-// the next 256 KiB (one extent conversion for many syncs); writes inside
-// that space are not padded, nor is a large write; the file never grows
-// past its preallocated size; and the log reads back whole.
+// TestZeroPadding: while the log's syncs are small, a small write that
+// enters space the segment file has not had written is followed, in the
+// same call, by zeros up to the next 256 KiB (one extent conversion for
+// many syncs); writes inside that space are not padded, nor is a large
+// write, nor a write before any sync or after a sync that covered 64 KiB
+// or more; the file never grows past its preallocated size; and the log
+// reads back whole.
 func TestZeroPadding(t *testing.T) {
 	const zeroAhead = 256 << 10
 	type write struct{ off, n int64 }
@@ -205,31 +207,47 @@ func TestZeroPadding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The sync of the batch covered 288 KiB: the next write is not padded;
+	// the sync of that one covered a record: the one after it is.
+	appendDurable(t, l, p)
+	appendDurable(t, l, p)
 	mu.Lock()
 	got := slices.Clone(writes)
 	mu.Unlock()
-	var padded, plain, large int
+	// What each write into new space was, in order, and how many writes
+	// stayed inside the written space.
+	var entered []string
+	plain := 0
 	end := int64(0) // the file offset every earlier write reached
 	for _, w := range got {
 		e := w.off + w.n
 		switch {
-		case e > end && w.n >= 64<<10 && w.n%rec == 0 && e%zeroAhead != 0:
-			large++ // a large write into new space, not padded
-		case e > end:
-			if e%zeroAhead != 0 {
-				t.Errorf("write at %d of %d bytes entered new space and ends at %d, not at a multiple of %d", w.off, w.n, e, zeroAhead)
-			}
-			padded++
-		case w.n%rec != 0:
+		case e <= end && w.n%rec != 0:
 			t.Errorf("write at %d of %d bytes inside the written space: padded (not whole records)", w.off, w.n)
-		default:
+		case e <= end:
 			plain++
+		case e%zeroAhead == 0:
+			entered = append(entered, "padded")
+		case w.n%rec != 0:
+			t.Errorf("write at %d of %d bytes entered new space and ends at %d: padded, but not to a multiple of %d", w.off, w.n, e, zeroAhead)
+		case w.n >= 64<<10:
+			entered = append(entered, "large")
+		default:
+			entered = append(entered, "unpadded")
 		}
 		end = max(end, e)
 	}
-	if padded != 2 || large != 1 || plain < small-3 {
-		t.Errorf("%d writes: %d padded (want 2: the first, and the one crossing %d), %d large (want 1), %d plain (want about %d)",
-			len(got), padded, zeroAhead, large, plain, small)
+	want := []string{
+		"unpadded", // before any sync
+		"padded",   // after a small sync
+		"padded",   // crossing 256 KiB
+		"large",    // the batch
+		"unpadded", // after the batch's sync
+		"padded",   // after a small sync again
+	}
+	if !slices.Equal(entered, want) || plain < small-3 {
+		t.Errorf("%d writes: into new space %q, want %q; %d inside the written space, want about %d",
+			len(got), entered, want, plain, small)
 	}
 	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
 	if fi, err := os.Stat(segs[0]); err != nil || fi.Size() != segSize {
@@ -238,9 +256,10 @@ func TestZeroPadding(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
+	total := uint64(small + len(big) + 2)
 	rep, err := wal.Verify(dir, nil)
-	if err != nil || rep.Records != uint64(small+len(big)) || rep.Torn != nil {
-		t.Fatalf("verify: %+v, %v; want %d records, no torn tail", rep, err, small+len(big))
+	if err != nil || rep.Records != total || rep.Torn != nil {
+		t.Fatalf("verify: %+v, %v; want %d records, no torn tail", rep, err, total)
 	}
 }
 
