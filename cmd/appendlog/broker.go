@@ -342,7 +342,8 @@ type brokerRun struct {
 	groups    []*groupRun
 	startNext []uint64 // per stream, NextSeq at the start
 
-	lifeStart int64 // Unix ns: messages stamped earlier are the previous run's
+	lifeStart int64     // Unix ns: messages stamped earlier are the previous run's
+	epoch     time.Time // when lifeStart was read; see stamp
 
 	mu       sync.Mutex
 	problems []string                // Protected by mu.
@@ -591,8 +592,9 @@ func (b *brokerRun) run(ctx context.Context) error {
 		b.res.ResumedFrom = nil
 	}
 
-	b.lifeStart = time.Now().UnixNano()
-	start := time.Now()
+	b.epoch = time.Now()
+	b.lifeStart = b.epoch.UnixNano()
+	start := b.epoch
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var bg sync.WaitGroup
@@ -710,7 +712,7 @@ func (b *brokerRun) publish(ctx context.Context, p int, stop *atomic.Bool) error
 	var pace pacer
 	if b.f.rate > 0 {
 		pace.every = float64(time.Second) * float64(len(b.topo.pubLanes)) / b.f.rate
-		pace.start = time.Now()
+		pace.epoch, pace.start = b.epoch, time.Since(b.epoch)
 	}
 	for left := len(lanes); left > 0; {
 		if stop.Load() {
@@ -726,14 +728,15 @@ func (b *brokerRun) publish(ctx context.Context, p int, stop *atomic.Bool) error
 			if err := payload.Stamp(l.buf[_stampSize:], l.id, l.next); err != nil {
 				return err
 			}
-			binary.LittleEndian.PutUint64(l.buf, uint64(time.Now().UnixNano()))
+			el := time.Since(b.epoch)
+			binary.LittleEndian.PutUint64(l.buf, uint64(b.stamp(el)))
 			seq, err := l.s.Publish(l.buf)
 			if err != nil {
 				return fmt.Errorf("publish to stream %s: %w", l.s.Name(), err)
 			}
 			l.next++
 			l.published.Add(1)
-			if pace.every > 0 && !pace.wait(ctx, stop) {
+			if pace.every > 0 && !pace.wait(ctx, stop, el) {
 				return nil
 			}
 			if always {
@@ -750,10 +753,11 @@ func (b *brokerRun) publish(ctx context.Context, p int, stop *atomic.Bool) error
 }
 
 // pacer paces one publisher at one message per every nanoseconds, on a
-// schedule from start: a publisher that fell behind catches up without
-// waiting, so the rate holds on average.
+// schedule from start (since epoch): a publisher that fell behind catches
+// up without waiting, so the rate holds on average.
 type pacer struct {
-	start time.Time
+	epoch time.Time
+	start time.Duration
 	every float64 // ns
 	sent  int64
 	timer *time.Timer
@@ -767,12 +771,13 @@ const _paceSlack = 200 * time.Microsecond
 // soon at a low rate.
 const _paceNap = 50 * time.Millisecond
 
-// wait counts a message sent and sleeps while the publisher is ahead of
-// its schedule. It returns false once ctx is done or stop is set.
-func (pc *pacer) wait(ctx context.Context, stop *atomic.Bool) bool {
+// wait counts a message sent at el (since epoch) and sleeps while the
+// publisher is ahead of its schedule. It returns false once ctx is done or
+// stop is set.
+func (pc *pacer) wait(ctx context.Context, stop *atomic.Bool, el time.Duration) bool {
 	pc.sent++
 	for {
-		d := time.Duration(float64(pc.sent)*pc.every) - time.Since(pc.start)
+		d := time.Duration(float64(pc.sent)*pc.every) - (el - pc.start)
 		if d < _paceSlack {
 			return true
 		}
@@ -790,6 +795,7 @@ func (pc *pacer) wait(ctx context.Context, stop *atomic.Bool) bool {
 		if stop.Load() {
 			return false
 		}
+		el = time.Since(pc.epoch)
 	}
 }
 
@@ -1071,7 +1077,7 @@ func (gr *groupRun) consume(ctx context.Context) error {
 			return fmt.Errorf("group %s: %w", name, err)
 		}
 		buf = m.Data
-		now := time.Now().UnixNano()
+		now := b.stamp(time.Since(b.epoch))
 		w, c, err := decodeMsg(m.Data, b.spec.Size)
 		switch {
 		case err != nil:
@@ -1102,6 +1108,13 @@ func (gr *groupRun) consume(ctx context.Context) error {
 		gr.checkDone()
 	}
 }
+
+// stamp returns the Unix time in ns el after the epoch: the publish time
+// of a message and the delivery time it is measured against. Both read
+// only the monotonic clock (one clock read where time.Now takes two; the
+// harness reads it twice per message), and a previous run's stamps stay
+// below lifeStart.
+func (b *brokerRun) stamp(el time.Duration) int64 { return b.lifeStart + int64(el) }
 
 // _maxLatency is the largest end-to-end latency told apart (ns); longer
 // ones count as this.
