@@ -713,6 +713,12 @@ func (b *brokerRun) publish(ctx context.Context, p int, stop *atomic.Bool) error
 	if b.f.rate > 0 {
 		pace.every = float64(time.Second) * float64(len(b.topo.pubLanes)) / b.f.rate
 		pace.epoch, pace.start = b.epoch, time.Since(b.epoch)
+		t, err := sys.NewTimer()
+		if err != nil {
+			return fmt.Errorf("publisher %d: pacing: %w", p, err)
+		}
+		defer t.Close()
+		pace.timer = t
 	}
 	for left := len(lanes); left > 0; {
 		if stop.Load() {
@@ -754,21 +760,24 @@ func (b *brokerRun) publish(ctx context.Context, p int, stop *atomic.Bool) error
 
 // pacer paces one publisher at one message per every nanoseconds, on a
 // schedule from start (since epoch): a publisher that fell behind catches
-// up without waiting, so the rate holds on average.
+// up without waiting, so the rate holds on average. It sleeps on a
+// sys.Timer: a time.Timer's sub-millisecond sleeps end about a millisecond
+// late whenever the process goes idle, which turns a steady rate into
+// bursts a millisecond apart.
 type pacer struct {
 	epoch time.Time
 	start time.Duration
 	every float64 // ns
 	sent  int64
-	timer *time.Timer
+	timer *sys.Timer
 }
 
 // _paceSlack is how far ahead of its schedule a publisher runs before it
-// sleeps: sleeping for less costs more than the timer's precision.
+// sleeps: sleeping for less costs more than it smooths.
 const _paceSlack = 200 * time.Microsecond
 
 // _paceNap bounds one sleep of a paced publisher, so that it sees stop
-// soon at a low rate.
+// and ctx soon at a low rate.
 const _paceNap = 50 * time.Millisecond
 
 // wait counts a message sent at el (since epoch) and sleeps while the
@@ -781,18 +790,7 @@ func (pc *pacer) wait(ctx context.Context, stop *atomic.Bool, el time.Duration) 
 		if d < _paceSlack {
 			return true
 		}
-		d = min(d, _paceNap)
-		if pc.timer == nil {
-			pc.timer = time.NewTimer(d)
-		} else {
-			pc.timer.Reset(d)
-		}
-		select {
-		case <-pc.timer.C:
-		case <-ctx.Done():
-			return false
-		}
-		if stop.Load() {
+		if err := pc.timer.Sleep(min(d, _paceNap)); err != nil || ctx.Err() != nil || stop.Load() {
 			return false
 		}
 		el = time.Since(pc.epoch)

@@ -154,7 +154,7 @@ func TestSyncRingWaitHoldsNoP(t *testing.T) {
 	state := ""
 	for state == "" && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
-		state = waiterState()
+		state = waiterState("(*syncRing).lead")
 	}
 	if state != "IO wait" {
 		t.Errorf("a caller waiting on the ring is in state %q, want %q", state, "IO wait")
@@ -164,12 +164,12 @@ func TestSyncRingWaitHoldsNoP(t *testing.T) {
 	}
 }
 
-// waiterState returns the scheduling state of the goroutine inside
-// syncRing.lead, or "" if there is none.
-func waiterState() string {
+// waiterState returns the scheduling state of a goroutine whose stack
+// holds fn, or "" if there is none.
+func waiterState(fn string) string {
 	buf := make([]byte, 1<<20)
 	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-		if !strings.Contains(g, "(*syncRing).lead") {
+		if !strings.Contains(g, fn) {
 			continue
 		}
 		// "goroutine 7 [IO wait]:" or "goroutine 7 [syscall, 2 minutes]:"
@@ -179,4 +179,28 @@ func waiterState() string {
 		return s
 	}
 	return ""
+}
+
+// TestTimerWaitsInPoller: a Timer's sleep is parked in the network poller
+// (where a timerfd's expiry wakes it on time), not on a runtime timer.
+func TestTimerWaitsInPoller(t *testing.T) {
+	tm, err := NewTimer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.Close()
+	done := make(chan error, 1)
+	go func() { done <- tm.Sleep(300 * time.Millisecond) }()
+	deadline := time.Now().Add(250 * time.Millisecond)
+	state := ""
+	for state == "" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		state = waiterState("(*timer).sleep")
+	}
+	if state != "IO wait" {
+		t.Errorf("a sleeping Timer's goroutine is in state %q, want %q", state, "IO wait")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
