@@ -33,7 +33,7 @@
 // the streams in use, not the streams it holds.
 //
 // Every fdatasync and directory fsync of a store is parked (see
-// wal.Options.ParkedSync): many streams sync at once, and a goroutine
-// blocked in the system call would hold a P that the store's publishers
-// and consumers need.
+// wal.Options.ParkedSync) unless Options.DirectSync says otherwise: many
+// streams sync at once, and a goroutine blocked in the system call would
+// hold a P that the store's publishers and consumers need.
 package stream

@@ -83,10 +83,15 @@ type Options struct {
 	IdleTimeout time.Duration
 	// Default is the Config of a stream created with a nil *Config.
 	Default *Config
+	// DirectSync makes the store's syncs block in the system call instead
+	// of parking (see wal.Options.ParkedSync, which a store otherwise
+	// sets for every stream, since many streams sync at once). A store
+	// with one busy stream, whose syncs never overlap, confirms faster
+	// with it (BENCHMARKS.md).
+	DirectSync bool
 
-	// fsys is the file system, vfs.OSParked() when nil (tests set it):
-	// every sync of the store, its streams' logs' included, is parked
-	// (see wal.Options.ParkedSync), since a store's streams sync at once.
+	// fsys is the file system: vfs.OSParked(), or vfs.OS() with
+	// DirectSync, when nil (tests set it). It is every stream's too.
 	fsys vfs.FS
 }
 
@@ -148,6 +153,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	if o.fsys == nil {
 		o.fsys = vfs.OSParked()
+		if o.DirectSync {
+			o.fsys = vfs.OS()
+		}
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = DefaultIdleTimeout

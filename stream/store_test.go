@@ -37,6 +37,11 @@ func TestCreateListDeleteReopen(t *testing.T) {
 	if st.fsys != vfs.OSParked() {
 		t.Fatalf("a store's file system is %#v, want vfs.OSParked(): its syncs are parked", st.fsys)
 	}
+	direct := mustOpen(t, t.TempDir(), &Options{DirectSync: true})
+	if direct.fsys != vfs.OS() {
+		t.Fatalf("with DirectSync a store's file system is %#v, want vfs.OS()", direct.fsys)
+	}
+	noErr(t, direct.Close())
 	cfg := &Config{SegmentSize: 64 << 10, Sync: wal.SyncNever, Retention: Retention{MaxBytes: 1 << 20, MaxAge: time.Hour, UntilAcked: true}}
 	for _, n := range []string{"b", "a", "c.1_x-y"} {
 		_, err := st.Create(n, cfg)

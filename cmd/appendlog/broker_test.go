@@ -31,6 +31,7 @@ func TestBrokerModes(t *testing.T) {
 	}{
 		{"streams", []string{"--streams", "4", "--publishers", "3", "--consumers", "8"}, 2 * 6000},
 		{"streams-more-publishers", []string{"--streams", "2", "--publishers", "5", "--consumers", "2", "--sync", "always"}, 6000},
+		{"direct-sync", []string{"--streams", "1", "--publishers", "2", "--consumers", "1", "--sync", "always", "--direct-sync"}, 6000},
 		{"queue", []string{"--mode", "queue", "--publishers", "4", "--consumers", "6", "--sync", "never"}, 6000},
 		{"backlog", []string{"--streams", "3", "--publishers", "3", "--consumers", "3", "--backlog"}, 6000},
 	} {
