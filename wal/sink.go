@@ -195,26 +195,40 @@ func (w *segWriter) Write(pos uint64, a, b []byte) error {
 // log that rarely syncs) converts its extents at a cost the sync
 // amortizes, and a large write converts its own: padding them would write
 // every byte twice for nothing.
+//
+// The zeros go in pieces of at most _padPiece, each a write of its own
+// ending on a multiple of _padPiece (the first one in the same call as the
+// records): the page cache gives a write of 256 KiB one large folio, and a
+// reader's fault on the records before it maps that folio whole, so every
+// reader waiting at the tail of a log kept up to 256 KiB of zeros in the
+// process's RSS (1,000 streams read at once: 434 MiB against 222 without
+// padding; 249 MiB with pieces, the kernel's fault-around window).
 const (
 	_zeroAhead = 256 << 10
+	_padPiece  = 64 << 10
 	_padBelow  = 64 << 10
 )
 
-// _zeros is the padding writeOut appends; never written to.
-var _zeros [_zeroAhead]byte
+// _zeros is the padding writeOut writes; never written to.
+var _zeros [_padPiece]byte
 
 // writeOut writes w.iov, the bytes at engine positions [from, to) of the
 // current segment, in one system call, with zero padding after a small
-// write that reaches past w.zeroed while syncs are small (see _zeroAhead).
+// write that reaches past w.zeroed while syncs are small (see _zeroAhead):
+// up to the next multiple of _padPiece in the same call, and the rest up to
+// the next multiple of _zeroAhead in writes of _padPiece.
 func (w *segWriter) writeOut(from, to uint64) error {
 	off, end := w.fileOff(from), w.fileOff(to)
 	w.unsynced += int64(to - from)
+	padFrom, padTo := int64(0), int64(0) // zeros written after the call
 	if end > w.zeroed {
 		w.zeroed = end
 		if w.padding && to-from < _padBelow {
 			if pad := min((end+_zeroAhead-1)/_zeroAhead*_zeroAhead, w.segSize); pad > end {
-				w.iov = append(w.iov, _zeros[:pad-end])
-				w.zeroed = pad
+				if padFrom = min((end+_padPiece-1)/_padPiece*_padPiece, pad); padFrom > end {
+					w.iov = append(w.iov, _zeros[:padFrom-end])
+				}
+				padTo, w.zeroed = pad, pad
 			}
 		}
 	}
@@ -223,6 +237,10 @@ func (w *segWriter) writeOut(from, to uint64) error {
 		_, err = w.f.WriteAt(w.iov[0], off)
 	} else {
 		_, err = w.f.WritevAt(w.iov, off)
+	}
+	for o := padFrom; err == nil && o < padTo; o += _padPiece {
+		off = o
+		_, err = w.f.WriteAt(_zeros[:min(_padPiece, padTo-o)], o)
 	}
 	if err != nil {
 		return fmt.Errorf("wal: write %s at %d: %w", w.name, off, err)

@@ -61,6 +61,8 @@ func TestSyncedAppendAllocs(t *testing.T) {
 // with any zero padding in the same call) and one fdatasync, and nothing
 // else. The durable mark trails the syncs (its interval is set out of
 // reach here); the sync that writes one is the only one with two writes.
+// (Once per 256 KiB of records the padding adds three writes of zeros,
+// see TestZeroPadding; the counted appends stay inside one such span.)
 func TestSyncedAppendSyscalls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("syncs a few hundred times")
@@ -88,7 +90,7 @@ func TestSyncedAppendSyscalls(t *testing.T) {
 	for range 3 {
 		appendDurable(t, l, p) // the first sync's mark is written by the second
 	}
-	const n = 300 // 300 × 144 B crosses no segment and at most one padding boundary
+	const n = 300 // 300 × 144 B crosses no segment and no padding boundary
 	counting.Store(true)
 	for range n {
 		appendDurable(t, l, p)
@@ -215,27 +217,41 @@ func TestZeroPadding(t *testing.T) {
 	got := slices.Clone(writes)
 	mu.Unlock()
 	// What each write into new space was, in order, and how many writes
-	// stayed inside the written space.
+	// stayed inside the written space. Padding is a write of records and
+	// zeros up to a multiple of padPiece, then writes of zeros alone, each
+	// at most padPiece, the last ending on a multiple of zeroAhead.
+	const padPiece = 64 << 10
 	var entered []string
 	plain := 0
 	end := int64(0) // the file offset every earlier write reached
 	for _, w := range got {
 		e := w.off + w.n
+		padding := len(entered) > 0 && entered[len(entered)-1] == "padding"
 		switch {
 		case e <= end && w.n%rec != 0:
 			t.Errorf("write at %d of %d bytes inside the written space: padded (not whole records)", w.off, w.n)
 		case e <= end:
 			plain++
-		case e%zeroAhead == 0:
-			entered = append(entered, "padded")
+		case padding && w.off == end && w.off%padPiece == 0 && w.n <= padPiece && e%padPiece == 0:
+			// a piece of zeros: the padding goes on
+		case padding:
+			t.Errorf("write at %d of %d bytes after padding that ended at %d, not on a multiple of %d", w.off, w.n, end, zeroAhead)
+		case e%padPiece == 0 && w.n%rec != 0:
+			if w.n >= 2*padPiece { // small records, then zeros to the next multiple of padPiece
+				t.Errorf("write at %d of %d bytes: records and more than a piece of zeros in one write", w.off, w.n)
+			}
+			entered = append(entered, "padding")
 		case w.n%rec != 0:
-			t.Errorf("write at %d of %d bytes entered new space and ends at %d: padded, but not to a multiple of %d", w.off, w.n, e, zeroAhead)
+			t.Errorf("write at %d of %d bytes entered new space and ends at %d: padded, but not to a multiple of %d", w.off, w.n, e, padPiece)
 		case w.n >= 64<<10:
 			entered = append(entered, "large")
 		default:
 			entered = append(entered, "unpadded")
 		}
 		end = max(end, e)
+		if len(entered) > 0 && entered[len(entered)-1] == "padding" && end%zeroAhead == 0 {
+			entered[len(entered)-1] = "padded"
+		}
 	}
 	want := []string{
 		"unpadded", // before any sync
