@@ -150,13 +150,7 @@ func TestSyncRingWaitHoldsNoP(t *testing.T) {
 		}
 		done <- err
 	}()
-	deadline := time.Now().Add(250 * time.Millisecond)
-	state := ""
-	for state == "" && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-		state = waiterState("(*syncRing).lead")
-	}
-	if state != "IO wait" {
+	if state := waiterState("(*syncRing).lead"); state != "IO wait" {
 		t.Errorf("a caller waiting on the ring is in state %q, want %q", state, "IO wait")
 	}
 	if err := <-done; !errors.Is(err, unix.ETIME) {
@@ -164,19 +158,23 @@ func TestSyncRingWaitHoldsNoP(t *testing.T) {
 	}
 }
 
-// waiterState returns the scheduling state of a goroutine whose stack
-// holds fn, or "" if there is none.
+// waiterState waits up to 250 ms for a goroutine whose stack holds fn and
+// returns its scheduling state ("IO wait", "syscall", ...), or "" if none
+// showed up.
 func waiterState(fn string) string {
 	buf := make([]byte, 1<<20)
-	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-		if !strings.Contains(g, fn) {
-			continue
+	for deadline := time.Now().Add(250 * time.Millisecond); time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if !strings.Contains(g, fn) {
+				continue
+			}
+			// "goroutine 7 [IO wait]:" or "goroutine 7 [syscall, 2 minutes]:"
+			head := g[:strings.IndexByte(g, '\n')]
+			s := head[strings.IndexByte(head, '[')+1 : strings.LastIndexByte(head, ']')]
+			s, _, _ = strings.Cut(s, ",")
+			return s
 		}
-		// "goroutine 7 [IO wait]:" or "goroutine 7 [syscall, 2 minutes]:"
-		head := g[:strings.IndexByte(g, '\n')]
-		s := head[strings.IndexByte(head, '[')+1 : strings.LastIndexByte(head, ']')]
-		s, _, _ = strings.Cut(s, ",")
-		return s
 	}
 	return ""
 }
@@ -191,13 +189,7 @@ func TestTimerWaitsInPoller(t *testing.T) {
 	defer tm.Close()
 	done := make(chan error, 1)
 	go func() { done <- tm.Sleep(300 * time.Millisecond) }()
-	deadline := time.Now().Add(250 * time.Millisecond)
-	state := ""
-	for state == "" && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-		state = waiterState("(*timer).sleep")
-	}
-	if state != "IO wait" {
+	if state := waiterState("(*timer).sleep"); state != "IO wait" {
 		t.Errorf("a sleeping Timer's goroutine is in state %q, want %q", state, "IO wait")
 	}
 	if err := <-done; err != nil {
