@@ -101,16 +101,20 @@ func (r *syncRing) close() error {
 }
 
 // fsync runs IORING_OP_FSYNC (flags: _ioringFsyncDatasync or 0) on fd
-// and waits for it without holding a P, returning its error. ok is false when the ring could
-// not take the call (every slot in flight, or submission failed), and
-// the caller makes the system call itself. REQUIRES: fd stays open until
-// fsync returns.
+// and waits for it without holding a P, returning its error. ok is false
+// when the ring could not take the call (every slot in flight, or the
+// submission failed), and the caller makes the system call itself.
+// REQUIRES: fd stays open until fsync returns.
 func (r *syncRing) fsync(fd int, flags uint32) (ok bool, err error) {
 	sqe := uringSQE{opcode: _ioringOpFsync, fd: int32(fd), rwFlags: flags}
 	return r.do(&sqe)
 }
 
 // do submits sqe and waits for its completion; see fsync.
+//
+// The submission holds mu (the submission queue has one producer at a
+// time): io_uring_enter without waiting only queues the request, which
+// the kernel runs on a worker, so no I/O is waited for under the lock.
 func (r *syncRing) do(sqe *uringSQE) (ok bool, err error) {
 	r.mu.Lock()
 	if len(r.free) == 0 {
