@@ -361,8 +361,10 @@ func (g *Group) readFresh(ctx context.Context, dst []byte) (m Msg, ok bool, err 
 	g.mu.reading = true
 	g.mu.Unlock()
 	seq, rec, err := g.c.NextOrWake(ctx, g.wake)
+	var due int64
 	if err == nil {
 		m = Msg{Seq: seq, Data: append(dst[:0], rec...), Delivery: 1}
+		due = g.now() + int64(g.opts.AckWait) // the clock read outside the lock
 	}
 	g.mu.Lock()
 	g.mu.reading = false
@@ -376,7 +378,7 @@ func (g *Group) readFresh(ctx context.Context, dst []byte) (m Msg, ok bool, err 
 		sl := &g.slots[seq&g.mask]
 		sl.seq.Store(seq)
 		sl.n = 1
-		sl.due = g.now() + int64(g.opts.AckWait)
+		sl.due = due
 		sl.queued = false
 		g.mu.next = seq + 1
 		g.delivered.Add(1)
