@@ -31,7 +31,9 @@
 // SyncMode decides what happens between those calls: SyncBatch (default)
 // syncs a batch once it reaches Options.BatchBytes or Options.BatchAge, or
 // at once when someone waits; SyncInterval syncs every Options.SyncEvery;
-// SyncNever leaves it to the OS.
+// SyncNever leaves it to the OS. The goroutine that waits for an fdatasync
+// is blocked in the system call, holding its P, unless Options.ParkedSync
+// parks it (for processes where several logs sync at once).
 //
 // An I/O error on the write path, fdatasync errors included, is sticky: the
 // page cache may have dropped the data, so the log never retries an fsync.
