@@ -138,7 +138,7 @@ func (w *segWriter) fileOff(pos uint64) int64 {
 
 // Write implements engine.Sink. The bytes bound for one segment go out in
 // one gathered write (writeOut), so a range that wraps the ring costs one
-// system call, as does the zero padding that may follow it.
+// system call; zero padding may follow it (see _zeroAhead).
 func (w *segWriter) Write(pos uint64, a, b []byte) error {
 	if w.sealIdle > 0 {
 		if err := w.sealAged(pos); err != nil {
@@ -198,11 +198,10 @@ func (w *segWriter) Write(pos uint64, a, b []byte) error {
 //
 // The zeros go in pieces of at most _padPiece, each a write of its own
 // ending on a multiple of _padPiece (the first one in the same call as the
-// records): the page cache gives a write of 256 KiB one large folio, and a
-// reader's fault on the records before it maps that folio whole, so every
-// reader waiting at the tail of a log kept up to 256 KiB of zeros in the
-// process's RSS (1,000 streams read at once: 434 MiB against 222 without
-// padding; 249 MiB with pieces, the kernel's fault-around window).
+// records). Written as one call, the padding became large page-cache
+// folios, and the readers' mappings of the segments held far more of
+// them in the process's RSS: with a thousand streams read at once, enough
+// to break the store's memory bound (BENCHMARKS.md, stream).
 const (
 	_zeroAhead = 256 << 10
 	_padPiece  = 64 << 10
@@ -213,10 +212,10 @@ const (
 var _zeros [_padPiece]byte
 
 // writeOut writes w.iov, the bytes at engine positions [from, to) of the
-// current segment, in one system call, with zero padding after a small
-// write that reaches past w.zeroed while syncs are small (see _zeroAhead):
-// up to the next multiple of _padPiece in the same call, and the rest up to
-// the next multiple of _zeroAhead in writes of _padPiece.
+// current segment, in one system call. A small write that reaches past
+// w.zeroed while syncs are small (see _zeroAhead) carries zeros up to the
+// next multiple of _padPiece in the same call, and is followed by writes
+// of _padPiece zeros up to the next multiple of _zeroAhead.
 func (w *segWriter) writeOut(from, to uint64) error {
 	off, end := w.fileOff(from), w.fileOff(to)
 	w.unsynced += int64(to - from)

@@ -744,8 +744,10 @@ func (b *brokerRun) publish(ctx context.Context, p int, stop *atomic.Bool) error
 			}
 			l.next++
 			l.published.Add(1)
-			if pace.every > 0 && !pace.wait(ctx, stop, el) {
-				return nil
+			if pace.every > 0 {
+				if more, err := pace.wait(ctx, stop, el); !more {
+					return err
+				}
 			}
 			if always {
 				if err := l.s.WaitDurable(ctx, seq); err != nil {
@@ -783,17 +785,20 @@ const _paceSlack = 200 * time.Microsecond
 const _paceNap = 50 * time.Millisecond
 
 // wait counts a message sent at el (since epoch) and sleeps while the
-// publisher is ahead of its schedule. It returns false once ctx is done or
-// stop is set.
-func (pc *pacer) wait(ctx context.Context, stop *atomic.Bool, el time.Duration) bool {
+// publisher is ahead of its schedule. more is false once ctx is done or
+// stop is set, or when the timer failed (err says why).
+func (pc *pacer) wait(ctx context.Context, stop *atomic.Bool, el time.Duration) (more bool, err error) {
 	pc.sent++
 	for {
 		d := time.Duration(float64(pc.sent)*pc.every) - (el - pc.start)
 		if d < _paceSlack {
-			return true
+			return true, nil
 		}
-		if err := pc.timer.Sleep(min(d, _paceNap)); err != nil || ctx.Err() != nil || stop.Load() {
-			return false
+		if err := pc.timer.Sleep(min(d, _paceNap)); err != nil {
+			return false, fmt.Errorf("pacing: %w", err)
+		}
+		if ctx.Err() != nil || stop.Load() {
+			return false, nil
 		}
 		el = time.Since(pc.epoch)
 	}

@@ -102,7 +102,7 @@ func (f *flusher) run() {
 		if progressed {
 			e.progress.Broadcast()
 		}
-		if f.timed != nil && !f.stopping && f.timed.TickIn(e.now()) == 0 {
+		if f.timed != nil && !f.stopping && f.timed.TickIn(p.now) == 0 { // p.now: one clock read a pass
 			if err := f.timed.TimedTick(); err != nil {
 				e.fail(err)
 				continue

@@ -232,10 +232,8 @@ func (u *uring) await() error {
 func (u *uring) wait() (UringCompletion, error) {
 	for {
 		if cqe, ok := u.reap(); ok {
-			c := UringCompletion{Tag: cqe.userData}
-			if cqe.res < 0 {
-				c.Err = unix.Errno(-cqe.res)
-			} else {
+			c := UringCompletion{Tag: cqe.userData, Err: errnoErr(cqe.res)}
+			if c.Err == nil {
 				c.N = int(cqe.res)
 			}
 			u.inflight--
