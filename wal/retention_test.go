@@ -2,6 +2,7 @@ package wal
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -32,22 +33,13 @@ func TestRetentionMaxAgeQuietLog(t *testing.T) {
 	// timer can delete. The sealed segments expired, and so did the
 	// active one's records: the flusher seals it (TimedTick) and
 	// retention deletes them all.
-	changed := fake.Changed()
-	fake.Advance(2 * time.Hour)
 	end := l.NextSeq()
-	giveUp := time.After(time.Minute) // a hang guard, not a timing check
-	for l.FirstSeq() != end || l.Stats().SegmentsDeleted != int64(len(segs)) {
-		// The seal and the deletion run on the flusher and the sealer
-		// (the count after the files are gone): look again now and then.
-		select {
-		case <-changed:
-			changed = fake.Changed()
-			fake.Advance(_agerMaxPeriod)
-		case <-time.After(5 * time.Millisecond):
-		case <-giveUp:
-			t.Fatalf("FirstSeq %d of %d, %d segments deleted: expired records of a quiet log stay", l.FirstSeq(), end, l.Stats().SegmentsDeleted)
-		}
-	}
+	// The seal and the deletion run on the flusher and the sealer (the
+	// count after the files are gone).
+	expireQuiet(t, fake, func() bool { return l.FirstSeq() == end && l.Stats().SegmentsDeleted == int64(len(segs)) },
+		func() string {
+			return fmt.Sprintf("FirstSeq %d of %d, %d segments deleted: expired records of a quiet log stay", l.FirstSeq(), end, l.Stats().SegmentsDeleted)
+		})
 	if n := l.Stats().SegmentsDeleted; n != int64(len(segs)) {
 		t.Fatalf("%d segments deleted, want %d", n, len(segs))
 	}
@@ -90,17 +82,29 @@ func TestRetentionMaxAgeReopenedQuietLog(t *testing.T) {
 	if l.FirstSeq() != 1 {
 		t.Fatalf("FirstSeq %d before the hour passed", l.FirstSeq())
 	}
+	expireQuiet(t, fake, func() bool { return l.FirstSeq() == end }, func() string {
+		return fmt.Sprintf("FirstSeq %d of %d: the expired records of a reopened quiet log stay", l.FirstSeq(), end)
+	})
+}
+
+// expireQuiet moves fake two hours on, past a MaxAge of an hour, and
+// then, each time a timer of the log is set on it, on by the ager's
+// longest period, until done holds; it looks at done now and then too,
+// since the seal and the deletion run on other goroutines. After a minute
+// (a hang guard, not a timing check) it fails with why().
+func expireQuiet(t *testing.T, fake *clock.Fake, done func() bool, why func() string) {
+	t.Helper()
 	changed := fake.Changed()
 	fake.Advance(2 * time.Hour)
-	giveUp := time.After(time.Minute) // a hang guard, not a timing check
-	for l.FirstSeq() != end {
+	giveUp := time.After(time.Minute)
+	for !done() {
 		select {
 		case <-changed:
 			changed = fake.Changed()
 			fake.Advance(_agerMaxPeriod)
 		case <-time.After(5 * time.Millisecond):
 		case <-giveUp:
-			t.Fatalf("FirstSeq %d of %d: the expired records of a reopened quiet log stay", l.FirstSeq(), end)
+			t.Fatal(why())
 		}
 	}
 }
