@@ -102,8 +102,8 @@ type KafkaOptions struct {
 	ConnectTimeout time.Duration
 	// FlushTimeout bounds how long Run waits, once it stops, for the
 	// records in flight to be acknowledged before it commits the cursor
-	// without them (they are sent again next time). Default
-	// DefaultFlushTimeout.
+	// without them (they are sent again next time); a stop that gives up
+	// so is not an error. Default DefaultFlushTimeout.
 	FlushTimeout time.Duration
 	// ClientOptions are added to the franz-go client's options (TLS,
 	// SASL, ...).
@@ -191,7 +191,11 @@ type Shipper struct {
 
 	lastErr  atomic.Pointer[string] // the last connection or produce error
 	failOnce sync.Once
-	failErr  error                    // the first produce failure; set before failc is closed
+	failErr  error // the first produce failure; set before failc is closed
+	// gaveUp is set when Run gives up waiting for the records in flight
+	// (stopped, after FlushTimeout, or on return) and cancels them: their
+	// cancellation is not Kafka refusing them.
+	gaveUp   atomic.Bool
 	failc    chan struct{}            // closed on the first produce failure
 	stopRead context.CancelFunc       // ends the read loop's wait on a failure
 	ackc     chan struct{}            // signalled (without blocking) after each ack
@@ -455,12 +459,18 @@ func (s *Shipper) Run(ctx context.Context) error {
 	// Run gives up waiting for them, so that stopping (ctx) lets the
 	// batches in flight finish.
 	prodCtx, cancelProd := context.WithCancel(context.Background())
-	defer cancelProd()
+	defer func() {
+		s.gaveUp.Store(true) // what is still in flight is sent again next time
+		cancelProd()
+	}()
 	var giveUp *time.Timer
 	var giveUpMu sync.Mutex
 	stopWatch := context.AfterFunc(ctx, func() {
 		giveUpMu.Lock()
-		giveUp = time.AfterFunc(s.o.FlushTimeout, cancelProd)
+		giveUp = time.AfterFunc(s.o.FlushTimeout, func() {
+			s.gaveUp.Store(true)
+			cancelProd()
+		})
 		giveUpMu.Unlock()
 	})
 	defer func() {
@@ -476,9 +486,15 @@ func (s *Shipper) Run(ctx context.Context) error {
 	flushCtx, cancelFlush := context.WithTimeout(prodCtx, s.o.FlushTimeout)
 	flushErr := s.cl.Flush(flushCtx)
 	cancelFlush()
-	if flushErr != nil && s.failure() == nil {
+	switch {
+	case flushErr != nil && ctx.Err() != nil:
+		// Stopped, and the records in flight were not acknowledged within
+		// FlushTimeout: the cursor is committed without them, and they
+		// are sent again next time, as FlushTimeout says.
+		flushErr = nil
+	case flushErr != nil && s.failure() == nil:
 		flushErr = fmt.Errorf("ship: %d records not acknowledged within %v; they are sent again next time: %w", s.inFlight.Load(), s.o.FlushTimeout, flushErr)
-	} else {
+	default:
 		flushErr = nil
 	}
 	commitCtx, cancelCommit := context.WithTimeout(context.Background(), s.o.FlushTimeout)
@@ -718,8 +734,11 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 	s.inFlight.Add(-1)
 	s.pendingBytes.Add(-int64(len(r.Value)))
 	if err != nil {
-		s.prodErrs.Add(1)
 		s.setErr(fmt.Sprintf("produce seq %d: %v", seq, err))
+		if s.gaveUp.Load() && errors.Is(err, context.Canceled) {
+			return // Run stopped waiting for it: not Kafka's refusal (see Run)
+		}
+		s.prodErrs.Add(1)
 		s.failOnce.Do(func() {
 			s.failErr = fmt.Errorf("ship: Kafka refused record %d of %s: %w", seq, s.in.name(), err)
 			if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -600,4 +601,49 @@ func TestShipStatsLag(t *testing.T) {
 	if st.LagRecords != 0 || st.LagBytes != 0 || st.OldestUnshipped != 0 || st.Shipped != n {
 		t.Fatalf("after shipping everything: %+v", st)
 	}
+}
+
+// TestShipStopGivesUpWaiting: a shipper stopped while Kafka holds its
+// produce requests waits FlushTimeout for them, then commits the cursor
+// without them and returns no error (the records were not refused; they
+// go again next time), and the next run ships every record exactly once.
+func TestShipStopGivesUpWaiting(t *testing.T) {
+	c := cluster(t, 1)
+	var hold atomic.Bool
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for hold.Load() {
+			time.Sleep(time.Millisecond)
+		}
+		return nil, nil, false
+	})
+	const n = 5000
+	l := openLog(t, n)
+	o := opts(c)
+	o.Follow = true
+	o.FlushTimeout = 100 * time.Millisecond
+	s, err := NewKafka(l, o)
+	noErr(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	for s.Stats().Shipped == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	hold.Store(true) // Kafka stops answering
+	for s.Stats().InFlight == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("a stop that gave up waiting for Kafka: %v", err)
+	}
+	st := s.Stats()
+	noErr(t, s.Close())
+	if st.Committed > st.Shipped+1 {
+		t.Fatalf("cursor committed at %d with %d records acknowledged", st.Committed, st.Shipped)
+	}
+	hold.Store(false)
+	runOnce(t, l, opts(c))
+	exactlyOnce(t, readTopic(t, c, "src-1", n), n)
 }
