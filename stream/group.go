@@ -128,6 +128,10 @@ type Group struct {
 		rrLast   uint64 // the last record rr returned, 0 if none
 		closed   error  // why the group is closed, nil while open
 		lastCkpt time.Time
+		// delivered counts first deliveries, consumedBytes their data:
+		// under mu, which every first delivery holds, so that counting
+		// costs no locked instruction of its own.
+		delivered, consumedBytes uint64
 	}
 	// wake interrupts the member waiting in c.NextOrWake.
 	wake chan struct{}
@@ -140,8 +144,7 @@ type Group struct {
 	stop chan struct{}
 	done chan struct{}
 
-	delivered, redelivered, acked, nacked, dead, skipped atomic.Uint64
-	consumedBytes                                        atomic.Uint64
+	redelivered, acked, nacked, dead, skipped atomic.Uint64
 }
 
 // Group opens the consumer group name of the stream, creating it if it
@@ -353,23 +356,32 @@ func (g *Group) Next(ctx context.Context, dst []byte) (Msg, error) {
 	}
 }
 
-// readFresh reads the next fresh record as the group's reader, with mu
-// released while it waits. ok is false when it was woken (by a
-// redelivery, a close or a gap) without a record.
+// readFresh reads the next fresh record as the group's reader. A record
+// already visible is read with mu held (no other member can be reading:
+// none has the role); otherwise mu is released while it waits. ok is
+// false when it was woken (by a redelivery, a close or a gap) without a
+// record.
 // REQUIRES: g.mu is held, !g.mu.reading; it is held again on return.
 func (g *Group) readFresh(ctx context.Context, dst []byte) (m Msg, ok bool, err error) {
-	g.mu.reading = true
-	g.mu.Unlock()
-	seq, rec, err := g.c.NextOrWake(ctx, g.wake)
+	seq, rec, ok, err := g.c.Poll()
 	var due int64
-	if err == nil {
+	switch {
+	case ok:
 		m = Msg{Seq: seq, Data: append(dst[:0], rec...), Delivery: 1}
-		due = g.now() + int64(g.opts.AckWait) // the clock read outside the lock
-	}
-	g.mu.Lock()
-	g.mu.reading = false
-	if g.waiting.Load() > 0 {
-		g.bc.Broadcast()
+		due = g.now() + int64(g.opts.AckWait)
+	case err == nil:
+		g.mu.reading = true
+		g.mu.Unlock()
+		seq, rec, err = g.c.NextOrWake(ctx, g.wake)
+		if err == nil {
+			m = Msg{Seq: seq, Data: append(dst[:0], rec...), Delivery: 1}
+			due = g.now() + int64(g.opts.AckWait) // the clock read outside the lock
+		}
+		g.mu.Lock()
+		g.mu.reading = false
+		if g.waiting.Load() > 0 {
+			g.bc.Broadcast()
+		}
 	}
 	ge, gap := errors.AsType[*wal.GapError](err)
 	te, truncated := errors.AsType[*wal.TruncatedError](err)
@@ -381,8 +393,8 @@ func (g *Group) readFresh(ctx context.Context, dst []byte) (m Msg, ok bool, err 
 		sl.due = due
 		sl.queued = false
 		g.mu.next = seq + 1
-		g.delivered.Add(1)
-		g.consumedBytes.Add(uint64(len(m.Data)))
+		g.mu.delivered++
+		g.mu.consumedBytes += uint64(len(m.Data))
 		return m, true, nil
 	case errors.Is(err, wal.ErrWoken):
 		return Msg{}, false, nil
@@ -741,9 +753,11 @@ func (g *Group) CaughtUp() time.Time { return g.c.CaughtUp() }
 func (g *Group) Stats() GroupStats {
 	g.mu.Lock()
 	out := GroupStats{
-		Committed:    g.c.Committed(),
-		Next:         g.mu.next,
-		Redeliveries: len(g.mu.redo),
+		Committed:     g.c.Committed(),
+		Next:          g.mu.next,
+		Redeliveries:  len(g.mu.redo),
+		Delivered:     g.mu.delivered,
+		ConsumedBytes: g.mu.consumedBytes,
 	}
 	now := g.now()
 	var oldest int64 = -1
@@ -761,10 +775,9 @@ func (g *Group) Stats() GroupStats {
 	}
 	out.CheckpointAge = time.Since(g.mu.lastCkpt)
 	g.mu.Unlock()
-	out.Delivered, out.Redelivered = g.delivered.Load(), g.redelivered.Load()
+	out.Redelivered = g.redelivered.Load()
 	out.Acked, out.Nacked = g.acked.Load(), g.nacked.Load()
 	out.Dead, out.Skipped = g.dead.Load(), g.skipped.Load()
-	out.ConsumedBytes = g.consumedBytes.Load()
 	ls := g.l.Stats()
 	if ls.NextSeq > out.Next {
 		out.LagRecords = ls.NextSeq - out.Next

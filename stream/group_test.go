@@ -173,6 +173,13 @@ func TestGroupDelivery(t *testing.T) {
 			if stats.Acked != total || stats.Committed != total+1 || stats.Delivered != total || stats.Redelivered != uint64(redelivered) || stats.Pending != 0 {
 				t.Fatalf("Stats = %+v; want %d acked, committed %d, %d redelivered", stats, total, total+1, redelivered)
 			}
+			var bytes uint64
+			for _, d := range data {
+				bytes += uint64(len(d))
+			}
+			if len(data) != total || stats.ConsumedBytes != bytes {
+				t.Fatalf("Stats.ConsumedBytes = %d, want %d (the first deliveries' data)", stats.ConsumedBytes, bytes)
+			}
 			// Each publisher's records were published in order.
 			last := make([]int, publishers)
 			for p := range last {

@@ -687,11 +687,20 @@ func (c *Cursor) NextOrWake(ctx context.Context, wake <-chan struct{}) (seq uint
 	return c.next1(ctx, wake)
 }
 
-// next1 is Next and NextOrWake.
-func (c *Cursor) next1(ctx context.Context, wake <-chan struct{}) (seq uint64, rec []byte, err error) {
+// Poll is Next without the wait: it returns the next record if one is
+// visible now, with ok true, and ok false with no error if Next would
+// wait. Errors and gaps are as Next returns them. Like Next, it is for
+// one goroutine at a time (the one that may call Next), and the record is
+// valid until the next call of Poll, Next or NextOrWake.
+func (c *Cursor) Poll() (seq uint64, rec []byte, ok bool, err error) {
 	if c.closed.Load() {
-		return 0, nil, ErrClosed
+		return 0, nil, false, ErrClosed
 	}
+	return c.poll()
+}
+
+// poll is Poll on an open Cursor.
+func (c *Cursor) poll() (seq uint64, rec []byte, ok bool, err error) {
 	if c.r == nil {
 		var r *Reader
 		var err error
@@ -701,26 +710,38 @@ func (c *Cursor) next1(ctx context.Context, wake <-chan struct{}) (seq uint64, r
 			r, err = c.l.NewReader(c.next, nil)
 		}
 		if err != nil {
-			return 0, nil, fmt.Errorf("wal: cursor %q: %w", c.name, err)
+			return 0, nil, false, fmt.Errorf("wal: cursor %q: %w", c.name, err)
 		}
 		c.r = r
 	}
-	for {
-		if c.r.Next() {
-			seq = c.r.Seq()
-			c.next = seq + 1
-			if c.fol != nil && c.appended.Load() <= seq {
-				c.appended.Store(seq + 1) // Next's goroutine is the only writer
-			}
-			return seq, c.r.Record(), nil
+	if c.r.Next() {
+		seq = c.r.Seq()
+		c.next = seq + 1
+		if c.fol != nil && c.appended.Load() <= seq {
+			c.appended.Store(seq + 1) // Next's goroutine is the only writer
 		}
-		if err := c.r.Err(); err != nil {
-			var g *GapError
-			if errors.As(err, &g) {
-				c.ackGap(g)
-				c.next = g.End
-			}
-			return 0, nil, err
+		return seq, c.r.Record(), true, nil
+	}
+	if err := c.r.Err(); err != nil {
+		var g *GapError
+		if errors.As(err, &g) {
+			c.ackGap(g)
+			c.next = g.End
+		}
+		return 0, nil, false, err
+	}
+	return 0, nil, false, nil
+}
+
+// next1 is Next and NextOrWake.
+func (c *Cursor) next1(ctx context.Context, wake <-chan struct{}) (seq uint64, rec []byte, err error) {
+	if c.closed.Load() {
+		return 0, nil, ErrClosed
+	}
+	for {
+		seq, rec, ok, err := c.poll()
+		if ok || err != nil {
+			return seq, rec, err
 		}
 		c.caughtUp.Store(time.Now().UnixNano())
 		if c.fol != nil && wake != nil {

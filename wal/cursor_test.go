@@ -963,3 +963,70 @@ func TestCursorNextOrWake(t *testing.T) {
 		t.Fatalf("NextOrWake(nil) = %v, want ErrNilContext", err)
 	}
 }
+
+// TestCursorPoll: Poll returns a visible record without waiting, reports
+// no record (and no error) when Next would wait, reports and passes gaps
+// as Next does, and fails after Close.
+func TestCursorPoll(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "log")
+	l := mustOpen(t, dir, nil)
+	defer l.Close()
+	c, err := l.Cursor("p")
+	noErr(t, err)
+	if seq, rec, ok, err := c.Poll(); ok || err != nil {
+		t.Fatalf("Poll on an empty log = %d %q %v %v, want nothing", seq, rec, ok, err)
+	}
+	appendN(t, l, 3)
+	noErr(t, l.Flush(context.Background()))
+	for want := uint64(1); want <= 3; want++ {
+		seq, rec, ok, err := c.Poll()
+		if !ok || err != nil || seq != want || string(rec) != fmt.Sprintf("rec %d", want-1) {
+			t.Fatalf("Poll = %d %q %v %v, want record %d", seq, rec, ok, err, want)
+		}
+		noErr(t, c.Ack(seq))
+	}
+	if _, _, ok, err := c.Poll(); ok || err != nil {
+		t.Fatalf("Poll at the end = %v %v, want nothing", ok, err)
+	}
+	noErr(t, c.Close())
+	if _, _, ok, err := c.Poll(); ok || !errors.Is(err, ErrClosed) {
+		t.Fatalf("Poll after Close = %v %v, want ErrClosed", ok, err)
+	}
+
+	// A gap, as Next reports it: once, acked, and passed.
+	dir = t.TempDir()
+	segs := buildGapLog(t, dir, _gapRecords)
+	const k = 100
+	flipByte(t, filepath.Join(dir, segs[2]), recordOffset(k)+frame.HeaderSize+50)
+	_, err = Repair(dir, true, nil)
+	noErr(t, err)
+	lost := segFirst(t, segs[2]) + k
+	l2 := mustOpen(t, dir, _gapOpts)
+	defer l2.Close()
+	c2, err := l2.Cursor("p")
+	noErr(t, err)
+	defer c2.Close()
+	gaps := 0
+	for want := uint64(1); want < lost+10; {
+		seq, rec, ok, err := c2.Poll()
+		if IsGap(err) {
+			var g *GapError
+			errors.As(err, &g)
+			if g.First != lost || g.End != lost+1 || want != lost || ok {
+				t.Fatalf("gap %+v (ok %v) at %d, want record %d lost", g, ok, want, lost)
+			}
+			gaps++
+			want = g.End
+			continue
+		}
+		noErr(t, err)
+		if !ok || seq != want || !bytes.Equal(rec, gapPayload(seq)) {
+			t.Fatalf("Poll = %d %v, want %d", seq, ok, want)
+		}
+		noErr(t, c2.Ack(seq))
+		want++
+	}
+	if gaps != 1 || c2.Committed() != lost+10 {
+		t.Fatalf("%d gaps, committed %d; want 1 gap and %d", gaps, c2.Committed(), lost+10)
+	}
+}
