@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -1132,12 +1133,15 @@ func newLatencyHist() *hdrhistogram.Histogram {
 }
 
 // bitset is a set of counters, safe for concurrent use: chunks of 2^13
-// counters (1 KiB) made as counters in them are set.
+// counters (1 KiB) made as counters in them are set. Setting a counter in
+// a chunk that exists takes one atomic OR and no lock (every member of
+// every group sets one per message).
 type bitset struct {
+	chunks atomic.Pointer[[]atomic.Pointer[bitChunk]] // by counter >> _chunkBits; grown under mu
 	mu     sync.Mutex
-	chunks map[uint64]*[_chunkWords]uint64 // Protected by mu.
-	max    uint64                          // Protected by mu; one past the largest counter set.
 }
+
+type bitChunk [_chunkWords]atomic.Uint64
 
 const (
 	_chunkBits  = 13
@@ -1146,26 +1150,66 @@ const (
 
 // set adds c and reports whether it was already there.
 func (s *bitset) set(c uint64) bool {
+	i := c >> _chunkBits
+	var ch *bitChunk
+	if cs := s.chunks.Load(); cs != nil && i < uint64(len(*cs)) {
+		ch = (*cs)[i].Load()
+	}
+	if ch == nil {
+		ch = s.chunk(i)
+	}
+	bit := uint64(1) << (c & 63)
+	return ch[(c>>6)&(_chunkWords-1)].Or(bit)&bit != 0
+}
+
+// chunk returns chunk i, made (and the index grown) if missing.
+func (s *bitset) chunk(i uint64) *bitChunk {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.chunks == nil {
-		s.chunks = make(map[uint64]*[_chunkWords]uint64)
+	cs := s.chunks.Load()
+	if cs == nil || i >= uint64(len(*cs)) {
+		grown := make([]atomic.Pointer[bitChunk], max(i+1, 2*uint64(lenOf(cs))))
+		if cs != nil {
+			for k := range *cs {
+				grown[k].Store((*cs)[k].Load())
+			}
+		}
+		s.chunks.Store(&grown)
+		cs = &grown
 	}
-	ch := s.chunks[c>>_chunkBits]
+	ch := (*cs)[i].Load()
 	if ch == nil {
-		ch = new([_chunkWords]uint64)
-		s.chunks[c>>_chunkBits] = ch
+		ch = new(bitChunk)
+		(*cs)[i].Store(ch)
 	}
-	s.max = max(s.max, c+1)
-	w, bit := &ch[(c>>6)&(_chunkWords-1)], uint64(1)<<(c&63)
-	had := *w&bit != 0
-	*w |= bit
-	return had
+	return ch
+}
+
+func lenOf(cs *[]atomic.Pointer[bitChunk]) int {
+	if cs == nil {
+		return 0
+	}
+	return len(*cs)
 }
 
 // end returns one past the largest counter set.
 func (s *bitset) end() uint64 {
-	s.mu.Lock()
+	s.mu.Lock() // no chunk is added meanwhile
 	defer s.mu.Unlock()
-	return s.max
+	cs := s.chunks.Load()
+	if cs == nil {
+		return 0
+	}
+	for i := len(*cs) - 1; i >= 0; i-- {
+		ch := (*cs)[i].Load()
+		if ch == nil {
+			continue
+		}
+		for w := _chunkWords - 1; w >= 0; w-- {
+			if v := ch[w].Load(); v != 0 {
+				return uint64(i)<<_chunkBits + uint64(w)<<6 + uint64(bits.Len64(v))
+			}
+		}
+	}
+	return 0
 }

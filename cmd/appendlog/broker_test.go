@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -146,3 +148,38 @@ func TestBrokerMisuse(t *testing.T) {
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// TestBitset: the verification's set reports each counter once, from any
+// number of goroutines, and end names one past the largest, across chunks
+// made out of order (a resumed run starts its counters high).
+func TestBitset(t *testing.T) {
+	var s bitset
+	if s.end() != 0 {
+		t.Fatalf("empty end = %d", s.end())
+	}
+	const per, workers = 3 << _chunkBits, 4
+	base := uint64(5<<_chunkBits + 17)
+	var wg sync.WaitGroup
+	var dups atomic.Int64
+	for w := range workers {
+		wg.Go(func() {
+			// Each worker sets every counter; only one set of each is new.
+			for i := range per {
+				c := base + uint64((i*7+w*per/workers)%per)
+				if s.set(c) {
+					dups.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := dups.Load(), int64((workers-1)*per); got != want {
+		t.Fatalf("%d repeat sets reported, want %d", got, want)
+	}
+	if got, want := s.end(), base+per; got != want {
+		t.Fatalf("end = %d, want %d", got, want)
+	}
+	if s.set(3) || !s.set(3) || s.end() != base+per {
+		t.Fatal("a counter below the others: first set not new, or second new, or end moved")
+	}
+}
