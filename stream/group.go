@@ -39,7 +39,11 @@ const (
 type GroupOptions struct {
 	// AckWait is how long a delivered record may stay unacked before it is
 	// delivered again, to whichever member asks next. Default
-	// DefaultAckWait.
+	// DefaultAckWait. The group's timer checks every AckWait/4 (at least
+	// 1 ms, at most CheckpointEvery and 1 s), and a delivery's deadline
+	// is set by the first check after it, so a record unacked goes out
+	// again between AckWait and AckWait plus two of those periods after
+	// its delivery, never sooner.
 	AckWait time.Duration
 	// MaxDeliver, if positive, bounds the deliveries of one record: a
 	// record still unacked after MaxDeliver deliveries is dead. It is
@@ -91,8 +95,10 @@ type slot struct {
 	// once that record is acked. Written by Next (under mu) and Ack.
 	seq, acked atomic.Uint64
 	// due is when the delivery expires (monotonic nanoseconds since the
-	// group opened), n its delivery count, queued whether it waits in
-	// redo. Protected by Group.mu.
+	// group opened); 0 until the group's timer sets it, at its first pass
+	// after the delivery (so that delivering reads no clock). n is the
+	// delivery count, queued whether it waits in redo. Protected by
+	// Group.mu.
 	due    int64
 	n      uint32
 	queued bool
@@ -364,18 +370,15 @@ func (g *Group) Next(ctx context.Context, dst []byte) (Msg, error) {
 // REQUIRES: g.mu is held, !g.mu.reading; it is held again on return.
 func (g *Group) readFresh(ctx context.Context, dst []byte) (m Msg, ok bool, err error) {
 	seq, rec, ok, err := g.c.Poll()
-	var due int64
 	switch {
 	case ok:
 		m = Msg{Seq: seq, Data: append(dst[:0], rec...), Delivery: 1}
-		due = g.now() + int64(g.opts.AckWait)
 	case err == nil:
 		g.mu.reading = true
 		g.mu.Unlock()
 		seq, rec, err = g.c.NextOrWake(ctx, g.wake)
 		if err == nil {
 			m = Msg{Seq: seq, Data: append(dst[:0], rec...), Delivery: 1}
-			due = g.now() + int64(g.opts.AckWait) // the clock read outside the lock
 		}
 		g.mu.Lock()
 		g.mu.reading = false
@@ -390,7 +393,7 @@ func (g *Group) readFresh(ctx context.Context, dst []byte) (m Msg, ok bool, err 
 		sl := &g.slots[seq&g.mask]
 		sl.seq.Store(seq)
 		sl.n = 1
-		sl.due = due
+		sl.due = 0 // set by the timer's next pass
 		sl.queued = false
 		g.mu.next = seq + 1
 		g.mu.delivered++
@@ -444,7 +447,7 @@ func (g *Group) redeliverLocked(dst []byte) (Msg, bool, error) {
 			return Msg{}, false, g.s.mapErr(err)
 		}
 		sl.n++
-		sl.due = g.now() + int64(g.opts.AckWait)
+		sl.due = 0 // set by the timer's next pass
 		g.redelivered.Add(1)
 		return Msg{Seq: seq, Data: append(dst[:0], rec...), Delivery: int(sl.n)}, true, nil
 	}
@@ -634,10 +637,19 @@ func (g *Group) timer() {
 		}
 		deadSeqs, deadN = deadSeqs[:0], deadN[:0]
 		g.mu.Lock()
+		// Every delivery so far took mu before this clock read: one with
+		// no deadline yet was made before now, so now+AckWait is never
+		// too soon.
 		now := g.now()
 		for seq := g.c.Committed(); seq < g.mu.next; seq++ {
 			sl := &g.slots[seq&g.mask]
-			if sl.seq.Load() != seq || sl.acked.Load() == seq || sl.queued || sl.due > now {
+			if sl.seq.Load() != seq || sl.acked.Load() == seq || sl.queued {
+				continue
+			}
+			if sl.due == 0 {
+				sl.due = now + int64(g.opts.AckWait)
+			}
+			if sl.due > now {
 				continue
 			}
 			if g.expireLocked(sl, seq) {
@@ -738,7 +750,9 @@ type GroupStats struct {
 	// stream's mean record size.
 	LagRecords, LagBytes uint64
 	// OldestUnacked is how long the oldest delivered, unacked record has
-	// waited; CheckpointAge how long since the last checkpoint.
+	// waited, to within the group's timer period (see AckWait: it counts
+	// from the timer's first pass after the delivery); CheckpointAge how
+	// long since the last checkpoint.
 	OldestUnacked, CheckpointAge time.Duration
 	// ConsumedBytes counts the data delivered the first time.
 	ConsumedBytes uint64
@@ -765,7 +779,11 @@ func (g *Group) Stats() GroupStats {
 		sl := &g.slots[seq&g.mask]
 		if sl.seq.Load() == seq && sl.acked.Load() != seq {
 			out.Pending++
-			if at := sl.due - int64(g.opts.AckWait); oldest < 0 || at < oldest {
+			at := now // delivered since the timer's last pass
+			if sl.due != 0 {
+				at = sl.due - int64(g.opts.AckWait) // the pass after the delivery
+			}
+			if oldest < 0 || at < oldest {
 				oldest = at
 			}
 		}

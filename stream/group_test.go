@@ -231,6 +231,50 @@ func TestOrderedConsumer(t *testing.T) {
 	}
 }
 
+// TestAckWaitNeverEarly: a record left unacked goes out again no sooner
+// than AckWait after its delivery (its deadline is set by the group's
+// timer after the delivery), and not much later; OldestUnacked grows with
+// the wait.
+func TestAckWaitNeverEarly(t *testing.T) {
+	st := mustOpen(t, t.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("s", &Config{Sync: wal.SyncNever})
+	noErr(t, err)
+	const n, wait = 12, 40 * time.Millisecond
+	for i := range n {
+		_, err := s.Publish(rec(0, i))
+		noErr(t, err)
+	}
+	g, err := s.Group("g", &GroupOptions{AckWait: wait})
+	noErr(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	delivered := make(map[uint64]time.Time)
+	for i := range n {
+		m, err := g.Next(ctx, nil)
+		noErr(t, err)
+		delivered[m.Seq] = time.Now() // after the delivery: a bound on the safe side
+		// Spread the deliveries over the timer's periods (wait/4).
+		time.Sleep(time.Duration(i%4) * 3 * time.Millisecond)
+	}
+	time.Sleep(wait / 2)
+	if st := g.Stats(); st.Pending != n || st.OldestUnacked < wait/2 {
+		t.Fatalf("Stats after half of AckWait = %+v, want %d pending and OldestUnacked at least %v", st, n, wait/2)
+	}
+	for range n {
+		m, err := g.Next(ctx, nil)
+		noErr(t, err)
+		since := time.Since(delivered[m.Seq])
+		if m.Delivery != 2 || since < wait {
+			t.Fatalf("record %d delivered again (delivery %d) %v after its first delivery, want no sooner than %v", m.Seq, m.Delivery, since, wait)
+		}
+		if since > wait+2*wait/4+time.Second { // a second of slack for a loaded machine
+			t.Fatalf("record %d delivered again %v after its first delivery, AckWait %v", m.Seq, since, wait)
+		}
+		noErr(t, g.Ack(m.Seq))
+	}
+}
+
 // TestMaxDeliverAndAckErrors: a record nacked MaxDeliver times dies (it is
 // acked, counted and reported); acks of records not delivered are errors;
 // Next returns when its context ends or the group closes.
