@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // brokerJSON runs broker with args and --json and decodes its last line.
@@ -182,4 +186,40 @@ func TestBitset(t *testing.T) {
 	if s.set(3) || !s.set(3) || s.end() != base+per {
 		t.Fatal("a counter below the others: first set not new, or second new, or end moved")
 	}
+}
+
+// TestBrokerThousandStreamsRSS: a store of 1,000 streams, each with its
+// group and a reader at its tail, each written a little (1,000 records of
+// 128 B), stays under 256 MiB of peak RSS with the default options. The
+// race detector multiplies memory, so under -race the check runs a binary
+// built without it.
+func TestBrokerThousandStreamsRSS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 1,000 streams take about 10 s")
+	}
+	bin := cliPath
+	if raceEnabled {
+		bin = filepath.Join(t.TempDir(), "appendlog")
+		if err := buildCLIRace(bin, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "broker", "--json", "--streams", "1000", "--consumers", "1000", "--records", "1000000", "--dir", t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("broker: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	var res brokerResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("last stdout line is not the result: %v\n%s", err, stdout.String())
+	}
+	const limit = 256 << 20
+	if !res.Verified || res.Consumed != 1000000 || res.PeakRSSBytes <= 0 || res.PeakRSSBytes > limit {
+		t.Fatalf("1,000 streams: verified %v, %d consumed, peak RSS %d MiB (limit %d MiB)", res.Verified, res.Consumed, res.PeakRSSBytes>>20, limit>>20)
+	}
+	t.Logf("1,000 streams: peak RSS %d MiB, %.0f msg/s", res.PeakRSSBytes>>20, res.ConsumePerSec)
 }

@@ -49,13 +49,17 @@ func testMain(m *testing.M) int {
 
 // buildCLI builds the package under test into out, with the race detector
 // when the tests run with it.
-func buildCLI(out string) error {
+func buildCLI(out string) error { return buildCLIRace(out, raceEnabled) }
+
+// buildCLIRace builds the package under test into out, with the race
+// detector if race.
+func buildCLIRace(out string, race bool) error {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		return fmt.Errorf("build the CLI: no go command on PATH: %w", err)
 	}
 	args := []string{"build", "-buildvcs=false", "-o", out}
-	if raceEnabled {
+	if race {
 		args = append(args, "-race")
 	}
 	cmd := exec.Command(gobin, append(args, ".")...)
