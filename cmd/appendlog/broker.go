@@ -716,6 +716,9 @@ func (b *brokerRun) publish(ctx context.Context, p int, stop *atomic.Bool) error
 	if b.f.rate > 0 {
 		pace.every = float64(time.Second) * float64(len(b.topo.pubLanes)) / b.f.rate
 		pace.epoch, pace.start = b.epoch, time.Since(b.epoch)
+		// Stagger the schedules over one slack, so that the publishers do
+		// not all wake, and publish a slack's worth each, at once.
+		pace.start += time.Duration(p) * _paceSlack / time.Duration(len(b.topo.pubLanes))
 		t, err := sys.NewTimer()
 		if err != nil {
 			return fmt.Errorf("publisher %d: pacing: %w", p, err)
