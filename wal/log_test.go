@@ -781,3 +781,90 @@ func TestParkedSync(t *testing.T) {
 		t.Fatalf("reopened log: %d records of %d", len(got), goroutines*each)
 	}
 }
+
+// TestRotationDoesNotWaitForSync: a rotation while an fdatasync of the
+// segment it seals is in flight hands the wait to the sealer: appends go
+// on into the next segment, are handed to the OS and read, while the sync
+// is held; once it is released the seal completes and everything is
+// durable across a reopen. (Before, the flusher waited in the rotation,
+// and every append waited with it for the sync.)
+func TestRotationDoesNotWaitForSync(t *testing.T) {
+	dir := t.TempDir()
+	release := make(chan struct{})
+	var gate sync.Once
+	var armed atomic.Bool // after Open, which syncs its new segment
+	held := make(chan struct{})
+	fsys := vfs.WithFaults(vfs.OS(), func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if op == vfs.OpSync && armed.Load() && strings.HasSuffix(name, segSuffix) {
+			first := false
+			gate.Do(func() { first = true })
+			if first {
+				close(held)
+				<-release // hold the first segment sync until told
+			}
+		}
+		return n, nil
+	})
+	o := WithFS(Options{SegmentSize: 64 << 10, Sync: SyncNever}, fsys)
+	l := mustOpen(t, dir, &o)
+	armed.Store(true)
+	rec := bytes.Repeat([]byte("r"), 1000)
+	_, err := l.Append(rec)
+	noErr(t, err)
+	syncDone := make(chan error, 1)
+	go func() { syncDone <- l.Sync(context.Background()) }()
+	<-held // the sync of the first segment is in flight, and stays
+
+	// Enough to seal the first segment and go on in the second, not to
+	// fill that one too: one seal is in flight at a time, and the first
+	// waits for the held sync.
+	const n = 100
+	for range n {
+		_, err := l.Append(rec)
+		noErr(t, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.Flush(ctx); err != nil {
+		close(release)
+		t.Fatalf("Flush while a sync is held: %v (the rotation waited for the sync)", err)
+	}
+	if st := l.Stats(); st.SegmentsCreated < 1 {
+		close(release)
+		t.Fatalf("%d segments created after %d KiB: no rotation", st.SegmentsCreated, (n+1)*len(rec)>>10)
+	}
+	r, err := l.NewReader(0, nil)
+	noErr(t, err)
+	for want := uint64(1); want <= n+1; want++ {
+		if !r.Next() {
+			close(release)
+			t.Fatalf("record %d not readable while the sync is held: %v", want, r.Err())
+		}
+	}
+	noErr(t, r.Close())
+	select {
+	case err := <-syncDone:
+		t.Fatalf("Sync returned %v while its fdatasync was held", err)
+	default:
+	}
+	close(release)
+	noErr(t, <-syncDone)
+	noErr(t, l.Sync(context.Background()))
+	noErr(t, l.Close())
+
+	l = mustOpen(t, dir, nil)
+	defer l.Close()
+	r, err = l.NewReader(0, nil)
+	noErr(t, err)
+	defer r.Close()
+	got := 0
+	for r.Next() {
+		if !bytes.Equal(r.Record(), rec) {
+			t.Fatalf("record %d differs after reopen", r.Seq())
+		}
+		got++
+	}
+	if got != n+1 || r.Err() != nil {
+		t.Fatalf("%d records after reopen, want %d: %v", got, n+1, r.Err())
+	}
+}

@@ -86,6 +86,12 @@ type segWriter struct {
 		next      uint64
 		ok        bool          // the sync succeeded; written before its token is sent
 		done      chan struct{} // capacity 1: a token per finished sync
+		// finished is set, and notify (if set) closed, when the sync
+		// ends, before its token is sent: how a rotation hands the wait
+		// for a sync of the segment it seals to the sealer (see rotate).
+		// Whichever of runSync and rotate swaps notify out closes it.
+		finished atomic.Bool
+		notify   atomic.Pointer[chan struct{}]
 	}
 	// syncing is set while a sync prepared on the current file has not been
 	// waited for (waitSyncing); its token arrives on sj.done. Flusher only.
@@ -306,6 +312,10 @@ type sealJob struct {
 	next     vfs.File // the new segment, still under spareName
 	nextName string
 	nextSeq  uint64 // sequence number after the old segment's last record
+	// synced, if not nil, is closed when the sync of the old segment that
+	// was in flight at the rotation ends: the sealer waits for it before
+	// it syncs and closes the file.
+	synced   chan struct{}
 	done     chan struct{}
 	err      error    // set before done is closed
 	oldLive  *liveSeg // the sealed segment's table entry (its index), or nil
@@ -323,9 +333,25 @@ type sealJob struct {
 // recovery assumes, and records in a segment still under spareName are
 // never reported durable: Sync waits for the seal first.
 func (w *segWriter) rotate(pos uint64) error {
-	w.waitSyncing()
 	if err := w.waitSeal(); err != nil {
 		return err
+	}
+	// A sync still in flight is on this segment (the seal just waited for
+	// covered any sync of the one before). The flusher does not wait for
+	// it, which would hold every append for an fdatasync: the sealer does,
+	// before it syncs and closes the file. Its token stays for the flusher
+	// to collect (settled), and its mark is the old segment's, which the
+	// reset below leaves behind.
+	var synced chan struct{}
+	if w.syncing && !w.syncSettled() {
+		c := make(chan struct{})
+		w.sj.notify.Store(&c)
+		if w.sj.finished.Load() {
+			if p := w.sj.notify.Swap(nil); p != nil {
+				close(*p)
+			}
+		}
+		synced = c
 	}
 	dataEnd := w.fileOff(pos)
 	var ft [frame.FooterSize]byte
@@ -365,7 +391,7 @@ func (w *segWriter) rotate(pos uint64) error {
 		w.table.rotated(w.nextSeq, dataEnd+frame.FooterSize, at, ls)
 		w.live, w.indexed = ls, headerPage
 	}
-	job := &sealJob{old: w.f, oldName: w.name, next: next, nextName: segmentName(w.nextSeq), nextSeq: w.nextSeq, done: make(chan struct{}), oldLive: oldLive}
+	job := &sealJob{old: w.f, oldName: w.name, next: next, nextName: segmentName(w.nextSeq), nextSeq: w.nextSeq, synced: synced, done: make(chan struct{}), oldLive: oldLive}
 	w.pending = job
 	w.seals <- job
 	w.segments.Add(1)
@@ -404,6 +430,9 @@ func (w *segWriter) sealLoop() {
 				job.spare, job.spareErr = createSpare(w.fsys, w.dir, w.segSize)
 			}
 		} else {
+			if job.synced != nil {
+				<-job.synced
+			}
 			job.old.Close()
 		}
 		job.err = failed
@@ -418,6 +447,9 @@ func (w *segWriter) sealLoop() {
 }
 
 func (w *segWriter) seal(job *sealJob) error {
+	if job.synced != nil {
+		<-job.synced // the sync that was in flight on it at the rotation
+	}
 	if err := job.old.Sync(); err != nil {
 		job.old.Close()
 		return fmt.Errorf("wal: seal %s: fdatasync: %w", job.oldName, err)
@@ -478,9 +510,10 @@ func (w *segWriter) PrepareSync() func() error {
 		w.putMark()
 	}
 	w.sj.seal, w.sj.f, w.sj.name, w.sj.writeMark, w.sj.next = w.pending, w.f, w.name, writeMark, w.nextSeq
+	w.sj.finished.Store(false)
 	// True once this sync completes; written into the header later.
 	w.mark = frame.Mark{DurableEnd: w.fileOff(w.frameStart), NextSeq: w.nextSeq}
-	w.syncing = true // rotate must not hand f to the sealer while we sync it
+	w.syncing = true // a rotation hands the wait for it to the sealer
 	w.padding, w.unsynced = w.unsynced < _padBelow, 0
 	return w.sj.fn
 }
@@ -514,6 +547,10 @@ func (w *segWriter) runSync() (err error) {
 	j := &w.sj
 	defer func() {
 		j.ok = err == nil
+		j.finished.Store(true)
+		if p := j.notify.Swap(nil); p != nil {
+			close(*p)
+		}
 		j.done <- struct{}{}
 	}()
 	if j.seal != nil {
