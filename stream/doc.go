@@ -16,7 +16,9 @@
 //
 // A group delivers each record to one member at a time, in stream order.
 // A record nacked, or not acked within AckWait, goes out again before any
-// fresh record. The group's committed position is the lowest record not
+// fresh record (an unacked one between AckWait and at most 1.5 × AckWait
+// after its delivery, never sooner: the group checks its deadlines on a
+// timer, and delivering reads no clock). The group's committed position is the lowest record not
 // acked; it is written (checkpointed) every CheckpointEvery and by Close,
 // never past what is durable in the stream. After a crash a group resumes
 // at its last checkpoint: delivery is at least once, and no record acked
