@@ -93,8 +93,9 @@ type segWriter struct {
 		finished atomic.Bool
 		notify   atomic.Pointer[chan struct{}]
 	}
-	// syncing is set while a sync prepared on the current file has not been
-	// waited for (waitSyncing); its token arrives on sj.done. Flusher only.
+	// syncing is set while a sync prepared on the current file, or on the
+	// one a rotation just sealed (see rotate), has not been waited for
+	// (waitSyncing); its token arrives on sj.done. Flusher only.
 	syncing bool
 
 	// syncLatency times each fdatasync the syncer runs; syncedRecords
