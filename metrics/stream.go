@@ -50,7 +50,7 @@ func NewStoreCollector(st *stream.Store, labels prometheus.Labels) *StoreCollect
 		pending:     gd("pending", "Records delivered and not yet acked."),
 		lag:         gd("lag_records", "Records published and not yet delivered."),
 		lagBytes:    gd("lag_bytes", "Size of the records not yet delivered, estimated from the stream's mean record size."),
-		oldestWait:  gd("oldest_unacked_seconds", "How long the oldest delivered, unacked record has waited."),
+		oldestWait:  gd("oldest_unacked_seconds", "How long the oldest delivered, unacked record has waited, counted from the group's first deadline check after its delivery."),
 	}
 }
 

@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -64,7 +65,10 @@ func TestStoreCollector(t *testing.T) {
 	if err := orders.WaitDurable(t.Context(), 100); err != nil {
 		t.Fatal(err)
 	}
-	g, err := orders.Group("billing", nil)
+	// A short CheckpointEvery makes the group's timer (which checks ack
+	// deadlines, and from whose first pass after a delivery OldestUnacked
+	// counts) run every 20 ms.
+	g, err := orders.Group("billing", &stream.GroupOptions{CheckpointEvery: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +82,11 @@ func TestStoreCollector(t *testing.T) {
 			if err := g.Ack(m.Seq); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+	for start := time.Now(); g.Stats().OldestUnacked == 0; time.Sleep(time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("OldestUnacked still 0 with 10 records pending")
 		}
 	}
 	reg := prometheus.NewPedanticRegistry()
