@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"math/bits"
 	"path/filepath"
@@ -620,11 +621,31 @@ func (g *Group) isClosed() bool {
 	return g.mu.closed != nil
 }
 
+// timerPhase returns where in its period the timer of group name of
+// stream starts: a fraction of period, in [0, period), from a hash of the
+// names.
+func timerPhase(stream, name string, period time.Duration) time.Duration {
+	h := fnv.New32a()
+	h.Write([]byte(stream + "/" + name))
+	return period * time.Duration(h.Sum32()%1024) / 1024
+}
+
 // timer expires deliveries older than AckWait and checkpoints every
 // CheckpointEvery, until Close.
 func (g *Group) timer() {
 	defer close(g.done)
 	period := min(max(g.opts.AckWait/4, time.Millisecond), g.opts.CheckpointEvery, time.Second)
+	// Groups opened together (a broker starting) would check and
+	// checkpoint together, every period, each checkpoint a few system
+	// calls and two syncs: start each at its own phase of the period,
+	// from its names, so that their passes spread over it.
+	phase := time.NewTimer(timerPhase(g.s.name, g.name, period))
+	select {
+	case <-g.stop:
+		phase.Stop()
+		return
+	case <-phase.C:
+	}
 	t := time.NewTicker(period)
 	defer t.Stop()
 	var deadSeqs []uint64

@@ -464,3 +464,23 @@ func TestAckNextAllocs(t *testing.T) {
 		t.Fatalf("Next + Ack allocate %v objects", n)
 	}
 }
+
+// TestTimerPhase: the groups of a broker started together spread their
+// timer passes (deadline checks and checkpoints) over the period.
+func TestTimerPhase(t *testing.T) {
+	const period = time.Second
+	phases := make(map[time.Duration]bool)
+	for s := range 20 {
+		p := timerPhase(fmt.Sprintf("s%d", s), "g", period)
+		if p < 0 || p >= period {
+			t.Fatalf("phase %v outside [0, %v)", p, period)
+		}
+		phases[p/(period/8)] = true
+	}
+	if len(phases) < 5 {
+		t.Fatalf("20 groups' phases fall in %d eighths of the period, want them spread", len(phases))
+	}
+	if timerPhase("s", "g", period) != timerPhase("s", "g", period) {
+		t.Fatal("phase not a function of the names")
+	}
+}
