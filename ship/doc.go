@@ -8,7 +8,12 @@
 // (a shipper beside a service): it reads the files through wal.OpenCursor,
 // never takes the log's lock, and makes the records its checkpoints pass
 // durable itself, whatever the writer's sync policy. NewKafkaFromGroup
-// ships a stream through a consumer group.
+// ships a stream through a consumer group, which needs the stream's store
+// open in this process; to ship a stream beside the process that holds
+// its store, give NewKafkaFromDir the stream's log directory
+// (stream.Describe's LogDir) and a cursor name no group of the stream
+// uses. A stream kept UntilAcked then keeps every record that cursor has
+// not passed, as it does for its groups.
 //
 // The shipper reads the log through a durable wal.Cursor (KafkaOptions.Cursor)
 // and produces with github.com/twmb/franz-go: the idempotent producer, acks

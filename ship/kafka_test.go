@@ -647,3 +647,94 @@ func TestShipStopGivesUpWaiting(t *testing.T) {
 	runOnce(t, l, opts(c))
 	exactlyOnce(t, readTopic(t, c, "src-1", n), n)
 }
+
+// TestShipStreamLogBesideItsStore ships a stream while the process that
+// holds its store publishes and consumes (what `appendlog ship --stream`
+// cannot do, the store being locked): NewKafkaFromDir on the stream's log
+// directory, through a cursor of its own. Every record reaches Kafka once,
+// and a stream kept UntilAcked keeps what the shipper has not shipped,
+// though its one group acked everything long before.
+func TestShipStreamLogBesideItsStore(t *testing.T) {
+	c := cluster(t, 1)
+	dir := t.TempDir()
+	st, err := stream.Open(dir, nil)
+	noErr(t, err)
+	defer st.Close()
+	s, err := st.Create("orders", &stream.Config{SegmentSize: 64 << 10, Retention: stream.Retention{UntilAcked: true}})
+	noErr(t, err)
+	g, err := s.Group("billing", &stream.GroupOptions{CheckpointEvery: 5 * time.Millisecond})
+	noErr(t, err)
+	infos, err := stream.Describe(dir)
+	noErr(t, err)
+	if len(infos) != 1 || infos[0].Name != "orders" {
+		t.Fatalf("Describe: %+v", infos)
+	}
+	logDir := infos[0].LogDir
+
+	publish := func(from, n uint64) {
+		for seq := from; seq < from+n; seq++ {
+			got, err := s.Publish(record(seq))
+			noErr(t, err)
+			if got != seq {
+				t.Fatalf("published seq %d, want %d", got, seq)
+			}
+		}
+	}
+	consume := func(n int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var buf []byte
+		for range n {
+			m, err := g.Next(ctx, buf)
+			noErr(t, err)
+			buf = m.Data
+			noErr(t, g.Ack(m.Seq))
+		}
+		noErr(t, g.Checkpoint())
+	}
+
+	// The shipper's cursor exists before the group acks anything: from
+	// then on retention keeps what it has not shipped.
+	o := opts(c)
+	o.Source = "stream-log"
+	o.Follow = true
+	sh, err := NewKafkaFromDir(logDir, nil, o)
+	noErr(t, err)
+	// Records stay in the stream while the shipper is stopped.
+	publish(1, 3000)
+	consume(3000)
+	if first := firstSeq(t, s); first != 1 {
+		t.Fatalf("the group acked everything and the stream starts at %d: retention passed the shipper's cursor", first)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sh.Run(ctx) }()
+	publish(3001, 3000)
+	consume(3000)
+	deadline := time.Now().Add(30 * time.Second)
+	for sh.Stats().Committed < 6001 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	noErr(t, <-done)
+	stats := sh.Stats()
+	noErr(t, sh.Close())
+	if stats.Shipped != 6000 || stats.Committed != 6001 {
+		t.Fatalf("shipped beside the store: %+v", stats)
+	}
+	exactlyOnce(t, readTopic(t, c, "stream-log", 6000), 6000)
+
+	// Now that both have passed them, the old segments go.
+	publish(6001, 10)
+	consume(10)
+	if first := firstSeq(t, s); first == 1 {
+		t.Fatal("the stream kept every record after the group and the shipper passed them")
+	}
+	noErr(t, g.Close())
+}
+
+// firstSeq returns the first record a stream holds.
+func firstSeq(t *testing.T, s *stream.Stream) uint64 {
+	t.Helper()
+	return s.Stats().FirstSeq
+}

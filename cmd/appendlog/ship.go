@@ -77,7 +77,9 @@ commits. ship reads a log's files and never takes its lock: the service
 that writes the log may run, start and stop meanwhile (ship then ships the
 records the writer handed to the OS, and makes the ones it checkpoints past
 durable itself). A stream store, by contrast, is opened, so no other
-process may have it open.
+process may have it open: to ship a stream beside the process that holds
+its store, ship the stream's log directory (appendlog stat STORE names it)
+through a cursor of its own, as the error then says.
 
 Exit status 1: the brokers are unreachable (the message names them), the
 topic is missing (create it, or pass --create-topic), Kafka refused a
@@ -126,6 +128,9 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 	var closeSrc func() error
 	if f.stream != "" {
 		st, err := stream.Open(f.dir, nil)
+		if errors.Is(err, stream.ErrInUse) {
+			return besideStore(f, err)
+		}
 		if err != nil {
 			return err
 		}
@@ -231,4 +236,23 @@ func shipProgress(w io.Writer, s *ship.Shipper, follow bool, stop <-chan struct{
 			}
 		}
 	}
+}
+
+// besideStore explains, for a stream whose store another process holds
+// (err), how to ship it anyway: its log directory through a cursor of its
+// own, read from the files without the store's lock (NewKafkaFromDir).
+// The stream's retention keeps what that cursor has not passed when the
+// stream is kept UntilAcked, as it does for a group.
+func besideStore(f *shipFlags, err error) error {
+	infos, derr := stream.Describe(f.dir)
+	if derr != nil {
+		return err
+	}
+	for _, in := range infos {
+		if in.Name == f.stream {
+			return fmt.Errorf("%w\nto ship stream %s while that process holds the store, ship its log through a cursor of its own:\n  appendlog ship --dir %s --cursor ship-%s --brokers ... --topic %s\n(a cursor name no group uses: a group opened later under that name would move it back to the stream's start)",
+				err, f.stream, in.LogDir, f.stream, f.topic)
+		}
+	}
+	return fmt.Errorf("%w; and it has no stream %q", err, f.stream)
 }

@@ -132,7 +132,7 @@ func lastLine(s string) string {
 
 // TestShipCLIStream ships a stream of a store through its consumer group.
 func TestShipCLIStream(t *testing.T) {
-	addr := kafkaCluster(t, "orders")
+	addr := kafkaCluster(t, "orders", "beside")
 	d := filepath.Join(t.TempDir(), "store")
 	st, err := stream.Open(d, nil)
 	if err != nil {
@@ -162,4 +162,22 @@ func TestShipCLIStream(t *testing.T) {
 	expect(t, cli(t, "stat", d), exitOK, "cursor ship-kafka: committed 2001, lag 0 records")
 	r = runInProcess("ship", "--dir", d, "--stream", "nope", "--brokers", addr, "--topic", "orders")
 	expect(t, r, exitFailure, "nope")
+
+	// Beside a process that holds the store: the error says how, and the
+	// way it gives works while the store stays open.
+	st, err = stream.Open(d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	logDir := filepath.Join(d, "streams", "orders", "log")
+	r = runInProcess("ship", "--dir", d, "--stream", "orders", "--brokers", addr, "--topic", "beside")
+	expect(t, r, exitFailure, "store is in use", "--dir "+logDir+" --cursor ship-orders")
+	r = runInProcess("ship", "--dir", d, "--stream", "nope", "--brokers", addr, "--topic", "beside")
+	expect(t, r, exitFailure, "store is in use", `no stream "nope"`)
+	r = runInProcess("ship", "--dir", logDir, "--cursor", "ship-orders", "--brokers", addr, "--topic", "beside", "--json")
+	expect(t, r, exitOK, "appendlog ship: 2000 records")
+	if n := topicRecords(t, addr, "beside"); n != 2000 {
+		t.Fatalf("topic holds %d records, want 2000", n)
+	}
 }
