@@ -114,6 +114,34 @@ type mfile struct {
 	retired  atomic.Bool
 	unmapped atomic.Bool
 	trimmed  bool // the file was shorter than full when mapped: a clean Close cut it
+	// size is how many bytes of the mapping the file backs: full, or for
+	// a Reader's mapping of a trimmed file its size, which file (kept
+	// open) tells again if a Log extends it. Only a Reader reads the
+	// mapping near it and calls backed; touching a page past the file's
+	// end would be a SIGBUS.
+	size int64
+	file *os.File
+}
+
+// backed reports whether the file backs the data bytes of f below end,
+// looking at the file's size again if f's mapping may have grown.
+// REQUIRES: only one goroutine (a Reader's) calls it.
+func (f *mfile) backed(end uint64) bool {
+	if int64(_hdrSize+end) <= f.size {
+		return true
+	}
+	if f.file != nil {
+		if fi, err := f.file.Stat(); err == nil {
+			f.size = min(fi.Size(), int64(len(f.m)))
+		}
+	}
+	return int64(_hdrSize+end) <= f.size
+}
+
+// pastEnd is the error for n bytes at data offset off that f's file does
+// not hold: it was cut shorter than its frames say.
+func (f *mfile) pastEnd(off, n uint64) error {
+	return corrupt(f.name, int64(_hdrSize+off), fmt.Errorf("%w: the file ends at byte %d, but the %d bytes of frames from here run past it", ErrTruncated, f.size, n))
 }
 
 func (f *mfile) release() {
@@ -132,6 +160,9 @@ func (f *mfile) retire() {
 func (f *mfile) unmap() {
 	if f.unmapped.CompareAndSwap(false, true) {
 		sys.Munmap(f.m)
+		if f.file != nil {
+			f.file.Close()
+		}
 	}
 }
 
@@ -243,7 +274,12 @@ func mapFile(path string, idx, capacity uint64, extend bool) (*mfile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shmlog: open file %d: %w", idx, err)
 	}
-	defer f.Close() // the mapping outlives the descriptor
+	keep := false // the mapping outlives the descriptor, unless kept to tell the size
+	defer func() {
+		if !keep {
+			f.Close()
+		}
+	}()
 	full := int64(_hdrSize + capacity)
 	fi, err := f.Stat()
 	if err != nil {
@@ -260,10 +296,12 @@ func mapFile(path string, idx, capacity uint64, extend bool) (*mfile, error) {
 	if t := min(binary.LittleEndian.Uint64(tb[:]), capacity); int64(_hdrSize+t) > size {
 		return nil, corrupt(name, size, fmt.Errorf("%w: %d bytes, but %d bytes of data were claimed", ErrTruncated, size, t))
 	}
+	backed := min(size, full)
 	if size < full && extend {
 		if err := sys.Fallocate(f, 0, full); err != nil {
 			return nil, fmt.Errorf("shmlog: preallocate %s: %w", name, err)
 		}
+		backed = full
 	}
 	m, err := sys.Mmap(f, 0, int(full), true)
 	if err != nil {
@@ -277,7 +315,11 @@ func mapFile(path string, idx, capacity uint64, extend bool) (*mfile, error) {
 		sys.Munmap(m)
 		return nil, err
 	}
-	return &mfile{idx: idx, name: name, m: m, tail: sys.Uint64At(m, _offTail), trimmed: size < full}, nil
+	mf := &mfile{idx: idx, name: name, m: m, tail: sys.Uint64At(m, _offTail), trimmed: size < full, size: backed}
+	if backed < full {
+		mf.file, keep = f, true
+	}
+	return mf, nil
 }
 
 // register takes a free slot, or one whose process is gone.

@@ -1,11 +1,15 @@
 package shmlog_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -403,4 +407,117 @@ func TestNoSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	ls[7] = l
+}
+
+// closedLog appends recs to a new log and closes it: the last Close trims
+// the active file after its tail (rounded up to a page).
+func closedLog(t *testing.T, recs ...[]byte) string {
+	t.Helper()
+	path := logPath(t)
+	l, err := shmlog.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range recs {
+		if _, err := l.Append(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// noFault runs fn with faults on mapped memory turned into panics, and
+// fails the test if one happens: a SIGBUS would otherwise kill the binary.
+func noFault(t *testing.T, what string, fn func()) {
+	t.Helper()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("%s faulted: %v", what, r)
+		}
+	}()
+	fn()
+}
+
+// TestDamagedTrimmedFile: a damaged frame whose length runs past the end
+// of a trimmed file (a log closed by its last process) is reported as
+// damage naming the file and offset; reading the bytes past the end would
+// be a SIGBUS.
+func TestDamagedTrimmedFile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// damage changes the file, whose first frame is at 4096.
+		damage func(t *testing.T, f *os.File)
+	}{
+		{"length", func(t *testing.T, f *os.File) {
+			// The first record's header says 100,000 payload bytes.
+			var b [8]byte
+			f.ReadAt(b[:], shmlog.HeaderSize)
+			w := binary.LittleEndian.Uint64(b[:])&^(uint64(frame.MaxPayload)<<32) | 100000<<32
+			binary.LittleEndian.PutUint64(b[:], w)
+			if _, err := f.WriteAt(b[:], shmlog.HeaderSize); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"cut at the tail", func(t *testing.T, f *os.File) {
+			// Claim one word more and cut the file right after it, at a
+			// page boundary (the test's records end 8 bytes before one):
+			// a frame header cannot fit there.
+			var b [8]byte
+			f.ReadAt(b[:], 256)
+			tail := binary.LittleEndian.Uint64(b[:]) + 8
+			binary.LittleEndian.PutUint64(b[:], tail)
+			f.WriteAt(b[:], 256)
+			// The header word of an empty record there, whose seq the
+			// reader then reads past the end.
+			var h [12]byte
+			binary.LittleEndian.PutUint32(h[:4], uint32(frame.KindRecord)<<30)
+			binary.LittleEndian.PutUint64(h[4:], tail-8)
+			binary.LittleEndian.PutUint32(b[:4], frame.Mask(crc32.Checksum(h[:], crc32.MakeTable(crc32.Castagnoli))))
+			copy(b[4:], h[:4])
+			f.WriteAt(b[:], int64(shmlog.HeaderSize+tail-8))
+			if err := f.Truncate(int64(shmlog.HeaderSize + tail)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := closedLog(t, []byte("hello"), bytes.Repeat([]byte("x"), 4048))
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.damage(t, f)
+			f.Close()
+			noFault(t, "Verify", func() {
+				_, err = shmlog.Verify(path, nil)
+			})
+			var ce *shmlog.CorruptError
+			if !errors.As(err, &ce) || ce.File != path {
+				t.Fatalf("Verify: %v, want a CorruptError naming %s", err, path)
+			}
+			noFault(t, "Reader", func() {
+				r, err := shmlog.OpenReader(path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				for {
+					_, ok, err := r.Next()
+					if err != nil {
+						if !errors.As(err, &ce) || ce.File != path {
+							t.Fatalf("Next: %v, want a CorruptError naming %s", err, path)
+						}
+						return
+					}
+					if !ok {
+						t.Fatal("Next reached the end past the damage")
+					}
+				}
+			})
+		})
+	}
 }

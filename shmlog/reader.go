@@ -169,6 +169,9 @@ func (r *Reader) next() (Record, bool, error) {
 			return Record{}, false, nil
 		}
 		at := _hdrSize + int(r.off)
+		if !r.f.backed(r.off + frame.HeaderSize) {
+			return Record{}, false, r.f.pastEnd(r.off, frame.HeaderSize)
+		}
 		w := sys.Uint64At(r.f.m, at).Load()
 		kind := w >> _kindShift
 		if w == 0 || kind == 0 {
@@ -187,6 +190,9 @@ func (r *Reader) next() (Record, bool, error) {
 		r.stuck = false
 		switch kind {
 		case _kindRecord:
+			if !r.f.backed(r.off + size) {
+				return Record{}, false, r.f.pastEnd(r.off, size)
+			}
 			p := r.f.m[at+frame.HeaderSize : at+frame.HeaderSize+int(n) : at+frame.HeaderSize+int(n)]
 			if recordWord(p, pos) != w || binary.LittleEndian.Uint64(r.f.m[at+8:]) != pos {
 				return Record{}, false, corrupt(r.f.name, int64(at), fmt.Errorf("%w: %w", ErrFrame, frame.ErrChecksum))
@@ -229,6 +235,9 @@ func (r *Reader) stalled(w uint64) (bool, error) {
 			return false, nil
 		}
 		end := min(r.claims.tail, r.capacity)
+		if !r.f.backed(end) {
+			return false, r.f.pastEnd(r.off, end-r.off)
+		}
 		x := r.off + 8
 		for x < end && sys.Uint64At(r.f.m, _hdrSize+int(x)).Load() == 0 {
 			x += 8
