@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/appendlog/appendlog/frame"
 	"github.com/appendlog/appendlog/shmlog"
@@ -519,5 +520,59 @@ func TestDamagedTrimmedFile(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestReaderFromNotABoundary: a Reader asked to start inside a frame (a
+// position no Append returned) is refused; it must not take the payload
+// bytes there for an unfinished frame and pad over them, destroying the
+// record.
+func TestReaderFromNotABoundary(t *testing.T) {
+	path := logPath(t)
+	l, err := shmlog.Open(path, &shmlog.Options{CommitTimeout: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	pos, err := l.Append(make([]byte, 64)) // zero words: "claimed, not started"
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := l.Append([]byte("01234567890123456789012345678901")) // words of kind 0: "in progress"
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := l.Append([]byte("last"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []uint64{pos + 24, pos + 40, text + 16, text + 24, end + 64, 5 << 32} {
+		r, err := l.NewReader(from)
+		if err == nil {
+			for range 10 {
+				r.Next()
+			}
+			r.Close()
+			t.Errorf("NewReader(%#x) inside a frame succeeded", from)
+		}
+	}
+	// Every record is intact, and a Reader may start at each of them, at
+	// the start of the file, at a frame still in progress and at the end.
+	if st, err := shmlog.Verify(path, nil); err != nil || st.Records != 3 {
+		t.Fatalf("Verify: %+v, %v; want 3 intact records", st, err)
+	}
+	res, err := l.Reserve(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []uint64{0, pos, text, end, res.Pos(), res.Pos() + 32} {
+		r, err := l.NewReader(from)
+		if err != nil {
+			t.Fatalf("NewReader(%#x): %v", from, err)
+		}
+		r.Close()
+	}
+	if err := res.Commit(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -57,7 +57,8 @@ func OpenReader(path string, o *Options) (*Reader, error) {
 }
 
 // NewReader returns a Reader of l's log starting at position from: 0, or a
-// position Append returned. Close it before or after l.
+// position Append returned. A position where no frame starts is refused.
+// Close it before or after l.
 func (l *Log) NewReader(from uint64) (*Reader, error) {
 	return openReader(l.path, l.o, l.alive, from)
 }
@@ -71,6 +72,9 @@ func openReader(path string, o Options, alive func(int, uint64) bool, from uint6
 		} else {
 			r.f, err = mapFile(path, from>>32, p.capacity, false)
 			r.off = from & (1<<32 - 1)
+			if err == nil {
+				err = r.checkStart()
+			}
 		}
 	}
 	if err != nil {
@@ -78,6 +82,41 @@ func openReader(path string, o Options, alive func(int, uint64) bool, from uint6
 		return nil, err
 	}
 	return r, nil
+}
+
+// checkStart refuses to start at r.off unless a frame starts there (or
+// the file's last frame ends there, or the file ends too soon after it for
+// another frame): a Reader started inside a frame would take the bytes
+// there for frames, and could pad over a committed record's payload, taking
+// its zero words for a dead writer's claim.
+func (r *Reader) checkStart() error {
+	if r.off == 0 || r.capacity-r.off < frame.HeaderSize || r.off == r.f.tail.Load() {
+		return nil
+	}
+	pos := r.f.idx<<32 | r.off
+	bad := fmt.Errorf("shmlog: reader: position %#x is not the start of a frame of %s", pos, r.f.name)
+	if r.off > r.f.tail.Load() || !r.f.backed(r.off+frame.HeaderSize) {
+		return bad
+	}
+	at := _hdrSize + int(r.off)
+	w := sys.Uint64At(r.f.m, at).Load()
+	n := (w >> 32) & _lenMask
+	if w == 0 || binary.LittleEndian.Uint64(r.f.m[at+8:]) != pos || r.off+frameSize(int(n)) > r.capacity {
+		return bad
+	}
+	switch w >> _kindShift {
+	case 0: // in progress: its seq is stored, as Reserve does
+		return nil
+	case _kindPadding:
+		if paddingWord(n, pos) == w {
+			return nil
+		}
+	case _kindRecord:
+		if r.f.backed(r.off+frameSize(int(n))) && recordWord(r.f.m[at+frame.HeaderSize:at+frame.HeaderSize+int(n)], pos) == w {
+			return nil
+		}
+	}
+	return bad
 }
 
 // Padded returns how many frames this Reader padded over for dead writers.
