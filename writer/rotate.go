@@ -229,7 +229,9 @@ type rotSink struct {
 	// reopenAt, if not 0, is one more than the log position (a record
 	// boundary) at which Reopen asked for a new file.
 	reopenAt uint64
-	reopens  atomic.Uint64
+	// closed is set by close: no file is opened after it.
+	closed  bool
+	reopens atomic.Uint64
 	// rotateAt, if not 0, is one more than the log position (a record
 	// boundary) at which the schedule (Rotate.Every) asked for a cut.
 	rotateAt uint64
@@ -566,17 +568,21 @@ func backupTime(path, name string, local bool) (t time.Time, ok bool) {
 	return t, err == nil
 }
 
-// Sync makes every byte written so far durable: it waits until the closer
-// has synced and closed every rotated file and their directory, then
-// syncs the current file. Flusher only.
+// Sync makes every byte written so far durable: it syncs the current
+// file, then waits until the closer has synced and closed every file
+// switched away from before it and synced their directory. The current
+// file is synced under mu: Reopen switches files off the flusher, and the
+// file it switches away from goes to the closer, which closes it; a sync
+// of a closed file would fail the Ring. Flusher only.
 func (s *rotSink) Sync() error {
 	s.mu.Lock()
-	gen, cur := s.gen, s.cur
+	err := s.cur.Sync()
+	gen := s.gen
 	s.mu.Unlock()
-	if err := s.awaitClosed(gen); err != nil {
+	if err != nil {
 		return err
 	}
-	return cur.Sync()
+	return s.awaitClosed(gen)
 }
 
 // awaitClosed waits until the closer has handled the first gen files
@@ -609,6 +615,12 @@ func (s *rotSink) requestReopen(tail func() uint64) {
 func (s *rotSink) finishReopen() (gen uint64, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		// Close won the race with Reopen: the Ring's last file is
+		// closed and the closer stopped. Opening another would leak it
+		// and its lock.
+		return s.gen, ErrClosed
+	}
 	if s.reopenAt != 0 {
 		if c := s.reopenAt - 1; s.pos != c {
 			return s.gen, fmt.Errorf("writer: reopen at %d, written to %d", c, s.pos)
@@ -893,10 +905,13 @@ func (s *rotSink) close() error {
 		<-s.sched.exit
 		s.sched = nil
 	}
+	s.mu.Lock()
+	s.closed = true
 	err := s.cur.close()
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr
 	}
+	s.mu.Unlock()
 	s.closer.stop()
 	if s.janitor != nil {
 		s.janitor.stop()

@@ -1,0 +1,171 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/appendlog/appendlog/internal/vfs"
+)
+
+// Tests of misuse and of odd but legal sequences: calls racing each other
+// at the worst moment, files changed underneath a writer.
+
+// hookFS is an FS whose files call beforeSync at the start of every Sync
+// and afterClose at the end of every Close (either may be nil).
+type hookFS struct {
+	vfs.FS
+	beforeSync func(f vfs.File)
+	afterClose func(f vfs.File)
+}
+
+func (h *hookFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := h.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &hookFile{File: f, fs: h}, nil
+}
+
+type hookFile struct {
+	vfs.File
+	fs *hookFS
+}
+
+func (f *hookFile) Sync() error {
+	if f.fs.beforeSync != nil {
+		f.fs.beforeSync(f)
+	}
+	return f.File.Sync()
+}
+
+func (f *hookFile) Close() error {
+	err := f.File.Close()
+	if f.fs.afterClose != nil {
+		f.fs.afterClose(f)
+	}
+	return err
+}
+
+// within waits for ch for at most a minute, or fails the test.
+func within(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(time.Minute):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// TestReopenDuringSync: Reopen (a SIGHUP handler) switches files while the
+// flusher is syncing the file it switches away from (Sync, SyncEvery). The
+// file switched away from goes to the closer, which closes it; it must not
+// be closed under the sync, which would then fail and stop the Ring for
+// good. The flusher is held between its read of the current file and its
+// fdatasync, where the scheduler may leave it at any time.
+func TestReopenDuringSync(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	entered, release := make(chan struct{}), make(chan struct{})
+	oldClosed := make(chan struct{})
+	var syncs, closes atomic.Int32
+	fsys := &hookFS{
+		FS: vfs.OS(),
+		beforeSync: func(vfs.File) {
+			if syncs.Add(1) == 1 { // the flusher's sync of the first file
+				close(entered)
+				<-release
+			}
+		},
+		afterClose: func(vfs.File) {
+			if closes.Add(1) == 1 {
+				close(oldClosed)
+			}
+		},
+	}
+	r, err := OpenFile(path, &RingOptions{fsys: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, r, []byte("before\n"))
+	syncErr := make(chan error, 1)
+	go func() { syncErr <- r.Sync() }()
+	within(t, entered, "the flusher's sync")
+
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	reopenErr := make(chan error, 1)
+	go func() { reopenErr <- r.Reopen() }()
+	// Reopen may not close the file while the sync is under way. If it
+	// does, it does so at once; give it a moment to show it, then let the
+	// sync go on (a Reopen that waits for the sync passes either way).
+	select {
+	case <-oldClosed:
+		t.Error("Reopen closed the file while the flusher was syncing it")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if err := <-syncErr; err != nil {
+		t.Errorf("Sync = %v", err)
+	}
+	if err := <-reopenErr; err != nil {
+		t.Errorf("Reopen = %v", err)
+	}
+	mustWrite(t, r, []byte("after\n"))
+	if err := r.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if got := string(readFile(t, path+".1")); got != "before\n" {
+		t.Errorf("renamed file holds %q", got)
+	}
+	if got := string(readFile(t, path)); got != "after\n" {
+		t.Errorf("new file holds %q", got)
+	}
+}
+
+// TestReopenRacingClose runs Reopen's steps interleaved with Close as the
+// scheduler may interleave them: Reopen has asked for the switch and
+// flushed when Close runs to its end, and only then does Reopen make the
+// switch. It must not open (and lock) a file after Close: that file would
+// never be closed, its lock would keep every later OpenFile of the path
+// out (ErrInUse), and Reopen would wait forever for the stopped closer.
+func TestReopenRacingClose(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	r, err := OpenFile(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, r, []byte("a\n"))
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	s := r.sink.(*rotSink)
+	// Reopen, up to its switch:
+	s.requestReopen(func() uint64 { pos, _ := r.e.Tail(); return pos })
+	if err := r.e.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// ... and the rest of it, after Close.
+	if _, err := s.finishReopen(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Reopen's switch after Close = %v, want ErrClosed", err)
+	}
+	r2, err := OpenFile(path, nil)
+	if err != nil {
+		t.Fatalf("OpenFile after Close: %v", err)
+	}
+	if err := r2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(readFile(t, path+".1")); got != "a\n" {
+		t.Errorf("renamed file holds %q", got)
+	}
+}
