@@ -55,8 +55,9 @@ with the position i<<32|o (file i, data offset o; see the shmlog package
 doc) in hex as shmlog writes it, e.g. 0x100000050. It prints the committed
 records in log order. Like every shmlog reader it takes a shared lock on
 FILE and pads over frames left unfinished by writers that are gone (which
-writes to the file); --from is for log directories only. Damage ends it with exit status 1 and
-a message naming the file and byte offset.`,
+writes to the file); --from is for log directories only. Damage, or a
+frame a live process still has not committed after a moment, ends it with
+exit status 1 and a message naming the file and byte offset.`,
 		Example: `  appendlog dump /tmp/log | head
   appendlog dump --from 1000 --hex /tmp/log
   appendlog dump --count /tmp/log`,

@@ -87,13 +87,42 @@ func runShmDump(ctx context.Context, stdout io.Writer, path string, f *dumpFlags
 	if err := checkShmFrom(f.from); err != nil {
 		return err
 	}
+	p := &shmPrinter{out: bufio.NewWriterSize(stdout, 64<<10), hex: f.hex}
+	var n uint64
+	if !follow {
+		// Verify reads to the end, padding over the frames of writers that
+		// are gone at once, where a Reader's Next would stop at the first
+		// such frame as at the end of the log.
+		var werr error // writing the output failed
+		_, err := shmlog.Verify(path, func(rec shmlog.Record) error {
+			n++
+			if f.count {
+				return nil
+			}
+			werr = p.print(rec)
+			return werr
+		})
+		if werr != nil {
+			return werr
+		}
+		if err != nil {
+			p.out.Flush()
+			var ce *shmlog.CorruptError
+			if n == 0 && !errors.As(err, &ce) {
+				return err // the file could not be opened: nothing was read
+			}
+			return fmt.Errorf("%s: stopped after %d records: %w", path, n, err)
+		}
+		if f.count {
+			fmt.Fprintf(p.out, "%d\n", n)
+		}
+		return p.out.Flush()
+	}
 	r, err := shmlog.OpenReader(path, nil)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	p := &shmPrinter{out: bufio.NewWriterSize(stdout, 64<<10), hex: f.hex}
-	var n uint64
 	for {
 		rec, ok, err := r.Next()
 		if err != nil {

@@ -189,3 +189,44 @@ func TestShmFileTailFollow(t *testing.T) {
 		t.Fatalf("tail -f after SIGINT: %v; stderr:\n%s", err, stderr.String())
 	}
 }
+
+// TestShmFileDeadWriter: dump and tail (without -f) FILE read past a
+// frame its writer left unfinished when it went away, padding it over as
+// documented, rather than stopping there with exit status 0 as if the log
+// ended: every committed record after it is printed and counted.
+func TestShmFileDeadWriter(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "shm")
+	o := _shmTestOpts
+	l, err := shmlog.Open(file, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	add := func(p string) {
+		pos, err := l.Append([]byte(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, fmt.Sprintf("%#x\t%s", pos, p))
+	}
+	add("before")
+	if _, err := l.Reserve(10); err != nil { // never committed
+		t.Fatal(err)
+	}
+	add("after 1")
+	add("after 2")
+	// Closing frees the writer's slot: its frame in progress now belongs to
+	// a writer that is gone, as if its process had been killed.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, cli(t, "dump", "--count", file), 0, "3\n")
+	for _, args := range [][]string{{"dump", file}, {"tail", file}} {
+		r := cli(t, args...)
+		expect(t, r, 0)
+		if got := strings.TrimSuffix(r.stdout, "\n"); got != strings.Join(want, "\n") {
+			t.Fatalf("%s printed\n%s\nwant\n%s", args[0], got, strings.Join(want, "\n"))
+		}
+	}
+	expect(t, cli(t, "verify", file), 0, "3 records", "0 unfinished frames padded")
+}
