@@ -48,7 +48,10 @@
 // With RingOptions.Rotate, OpenFile rotates its file as lumberjack does:
 // when the file has grown to about Rotate.MaxBytes it is renamed to a
 // backup, app.log to app-2006-01-02T15-04-05.000.log (UTC unless
-// LocalTime; a name is never reused), and a new app.log takes its place.
+// LocalTime; a name is never reused, not even when the local clock goes
+// back an hour, and a file already there is never replaced: the time in
+// the name moves on a millisecond instead), and a new app.log takes its
+// place.
 // Backups are then gzipped (Compress) and the oldest deleted (MaxBackups,
 // MaxAge, MaxTotalBytes). A file already at MaxBytes when OpenFile opens
 // it is rotated first.

@@ -1,13 +1,16 @@
 package writer
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
+	_ "time/tzdata" // America/New_York wherever the test runs
 
 	"github.com/appendlog/appendlog/internal/vfs"
 )
@@ -167,5 +170,98 @@ func TestReopenRacingClose(t *testing.T) {
 	}
 	if got := string(readFile(t, path+".1")); got != "a\n" {
 		t.Errorf("renamed file holds %q", got)
+	}
+}
+
+// writeUntilRotated writes numbered lines to r until it has rotated n
+// times in all, and returns what it wrote appended to all.
+func writeUntilRotated(t *testing.T, r *Ring, n uint64, all []byte) []byte {
+	t.Helper()
+	for i := 0; r.Stats().Rotations < n; i++ {
+		if i > 100*MinRotateBytes/64 {
+			t.Fatalf("%d rotations, want %d", r.Stats().Rotations, n)
+		}
+		line := fmt.Appendf(nil, "line %06d of 64 bytes, padded .......................\n", len(all)/64)
+		mustWrite(t, r, line)
+		all = append(all, line...)
+		if i%16 == 15 {
+			if err := r.Flush(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return all
+}
+
+// logContents returns the backups of path (in name order), then the file.
+func logContents(t *testing.T, path string) []byte {
+	t.Helper()
+	_, contents := rotateFiles(t, vfs.OS(), path)
+	return bytes.Join(contents, nil)
+}
+
+// TestRotateNamesDST rotates, with LocalTime, at 01:30 on the night daylight
+// saving time ends and again an hour later, when the local clock shows
+// 01:30 again. The second backup must not take (and replace) the first
+// one's name.
+func TestRotateNamesDST(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	edt := time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC).In(ny) // 01:30 EDT
+	clk := newFakeClockAt(edt)
+	path := filepath.Join(t.TempDir(), "app.log")
+	r, err := OpenFile(path, &RingOptions{Size: 64 << 10, Rotate: &Rotate{MaxBytes: MinRotateBytes, LocalTime: true}, clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := writeUntilRotated(t, r, 1, nil)
+	clk.Advance(time.Hour) // 01:30 EST
+	all = writeUntilRotated(t, r, 2, all)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := rotateFiles(t, vfs.OS(), path)
+	if len(names) != 3 {
+		t.Errorf("files %v after 2 rotations", names)
+	}
+	if got := logContents(t, path); !bytes.Equal(got, all) {
+		t.Errorf("the files hold %d bytes, want the %d written", len(got), len(all))
+	}
+}
+
+// TestRotateKeepsOthersFiles puts a file at the name the next backup would
+// take (a user's copy, a backup restored from elsewhere) after OpenFile
+// has looked at the directory. Rotation must not replace it.
+func TestRotateKeepsOthersFiles(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	path := filepath.Join(t.TempDir(), "app.log")
+	r, err := OpenFile(path, &RingOptions{Size: 64 << 10, Rotate: &Rotate{MaxBytes: MinRotateBytes}, clock: newFakeClockAt(at)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := backupName(path, at)
+	if err := os.WriteFile(mine+".gz", []byte("not a log's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mine, []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	all := writeUntilRotated(t, r, 1, nil)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(readFile(t, mine)); got != "mine\n" {
+		t.Fatalf("%s holds %d bytes (%.20q...), want the user's", mine, len(got), got)
+	}
+	if err := os.Remove(mine); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(mine + ".gz"); err != nil {
+		t.Fatal(err)
+	}
+	if got := logContents(t, path); !bytes.Equal(got, all) {
+		t.Errorf("the files hold %d bytes, want the %d written", len(got), len(all))
 	}
 }

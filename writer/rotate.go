@@ -224,7 +224,7 @@ type rotSink struct {
 	start   uint64 // log position of the current file's first byte
 	pos     uint64 // log position of the next byte to write
 	cutMark uint64
-	last    time.Time // the time in the newest backup's name
+	last    time.Time // the time in the newest backup's name, as nameTime gives it
 	gen     uint64    // files handed to the closer
 	// reopenAt, if not 0, is one more than the log position (a record
 	// boundary) at which Reopen asked for a new file.
@@ -517,11 +517,20 @@ func (s *rotSink) rotate() error {
 	if !s.rot.LocalTime {
 		t = t.UTC()
 	}
-	t = t.Truncate(time.Millisecond)
+	// Names are compared as the wall clocks they show: local time goes
+	// back an hour when daylight saving time ends, and a name already
+	// used must not come again.
+	t = nameTime(t).Truncate(time.Millisecond)
 	if !t.After(s.last) {
 		t = s.last.Add(time.Millisecond) // names are unique and sort by age
 	}
 	name := backupName(s.path, t)
+	for s.taken(name) {
+		// A file that someone else put there since OpenFile: never
+		// replace it.
+		t = t.Add(time.Millisecond)
+		name = backupName(s.path, t)
+	}
 	if err := s.fsys.Rename(s.path, name); err != nil {
 		return fmt.Errorf("writer: rotate %s: %w", s.path, err)
 	}
@@ -541,6 +550,24 @@ func (s *rotSink) rotate() error {
 	s.rotations.Add(1)
 	s.closer.push(old)
 	return nil
+}
+
+// nameTime returns the wall clock t shows in its location, as a UTC time:
+// the time a backup name shows, in a form that compares as names do.
+func nameTime(t time.Time) time.Time {
+	y, mo, d := t.Date()
+	h, mi, sec := t.Clock()
+	return time.Date(y, mo, d, h, mi, sec, t.Nanosecond(), time.UTC)
+}
+
+// taken reports whether the backup name, or its compressed copy, exists.
+func (s *rotSink) taken(name string) bool {
+	for _, n := range [...]string{name, name + compressedExts[Gzip], name + compressedExts[Zstd]} {
+		if _, err := s.fsys.Stat(n); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // backupName returns the name of the backup of path rotated at t.
@@ -870,7 +897,8 @@ func (s *rotSink) recover() error {
 	changed := false
 	for _, n := range names {
 		full := filepath.Join(dir, n)
-		switch t, ok := backupTime(s.path, n, s.rot.LocalTime); {
+		// Parsed as UTC: s.last is a wall clock (see nameTime).
+		switch t, ok := backupTime(s.path, n, false); {
 		case strings.HasSuffix(n, ".tmp"):
 			base, compressed := trimCompressed(strings.TrimSuffix(n, ".tmp"))
 			if _, ok := backupTime(s.path, base, s.rot.LocalTime); !ok || !compressed {
