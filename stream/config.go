@@ -2,6 +2,7 @@ package stream
 
 import (
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/appendlog/appendlog/wal"
@@ -18,7 +19,30 @@ type Config struct {
 	Sync wal.SyncMode
 	// Retention bounds what the stream keeps.
 	Retention Retention
+	// MaxRecordSize bounds one record's payload: a larger Publish is
+	// wal.ErrTooLarge. It is fixed at Create, so that every record the
+	// stream holds stays readable however the store's default buffer
+	// sizes change (they shrink as the store holds more streams). The
+	// stream's write buffer is at least twice it (see
+	// Options.BufferSize); at most MaxMaxRecordSize. Default
+	// DefaultMaxRecordSize, or a quarter of an explicit
+	// Options.BufferSize.
+	MaxRecordSize int
 }
+
+// Record size bounds.
+const (
+	// DefaultMaxRecordSize is the default Config.MaxRecordSize: the
+	// largest record a default-sized buffer of the smallest size
+	// (64 KiB, in a store of 1,024 streams or more) holds.
+	DefaultMaxRecordSize = 32 << 10
+	// MaxMaxRecordSize is the largest Config.MaxRecordSize.
+	MaxMaxRecordSize = 128 << 20
+	// _legacyMaxRecord is the bound of a stream whose stream.json
+	// predates max_record_size: the largest record a default buffer ever
+	// took (DefaultBufferSize/4).
+	_legacyMaxRecord = DefaultBufferSize / 4
+)
 
 // Retention bounds what a stream keeps. Whole segments, oldest first, are
 // deleted; the segment being written never is.
@@ -40,6 +64,9 @@ type Retention struct {
 
 // validate reports a Config that cannot be used.
 func (c *Config) validate() error {
+	if c.MaxRecordSize < 0 || c.MaxRecordSize > MaxMaxRecordSize {
+		return fmt.Errorf("MaxRecordSize %d not in [1, %d]", c.MaxRecordSize, MaxMaxRecordSize)
+	}
 	wo := c.walOptions(&Options{BufferSize: DefaultBufferSize})
 	if err := wo.Validate(); err != nil {
 		return err
@@ -51,17 +78,24 @@ func (c *Config) validate() error {
 }
 
 // walOptions returns the options of the stream's log in a store opened
-// with o.
+// with o: its buffer is o.BufferSize, or the least power of two at least
+// twice MaxRecordSize if that is larger.
 func (c *Config) walOptions(o *Options) wal.Options {
 	seg := c.SegmentSize
 	if seg == 0 {
 		seg = DefaultSegmentSize
 	}
+	maxRec := c.MaxRecordSize
+	if maxRec == 0 {
+		maxRec = DefaultMaxRecordSize
+	}
+	buffer := max(o.BufferSize, 1<<bits.Len(uint(2*maxRec-1)))
 	return wal.Options{
-		SegmentSize:  seg,
-		BufferSize:   o.BufferSize,
-		ReaderWindow: o.ReaderWindow,
-		Sync:         c.Sync,
+		SegmentSize:   seg,
+		BufferSize:    buffer,
+		MaxRecordSize: maxRec,
+		ReaderWindow:  o.ReaderWindow,
+		Sync:          c.Sync,
 		Retention: wal.Retention{
 			MaxBytes:      c.Retention.MaxBytes,
 			MaxAge:        c.Retention.MaxAge,
@@ -79,6 +113,9 @@ type configFile struct {
 	MaxBytes    int64  `json:"retention_max_bytes,omitempty"`
 	MaxAge      string `json:"retention_max_age,omitempty"`
 	UntilAcked  bool   `json:"retention_until_acked,omitempty"`
+	// MaxRecordSize is 0 in the files of streams created before it was
+	// recorded.
+	MaxRecordSize int `json:"max_record_size,omitempty"`
 }
 
 const _configVersion = 1
@@ -91,6 +128,8 @@ func (c *Config) file(name string) configFile {
 		SegmentSize: c.SegmentSize,
 		MaxBytes:    c.Retention.MaxBytes,
 		UntilAcked:  c.Retention.UntilAcked,
+
+		MaxRecordSize: c.MaxRecordSize,
 	}
 	if c.Sync != 0 {
 		f.Sync = c.Sync.String()
@@ -106,7 +145,7 @@ func (f *configFile) config() (Config, string) {
 	if f.Version != _configVersion {
 		return Config{}, fmt.Sprintf("version %d, this build reads version %d", f.Version, _configVersion)
 	}
-	c := Config{SegmentSize: f.SegmentSize, Retention: Retention{MaxBytes: f.MaxBytes, UntilAcked: f.UntilAcked}}
+	c := Config{SegmentSize: f.SegmentSize, MaxRecordSize: f.MaxRecordSize, Retention: Retention{MaxBytes: f.MaxBytes, UntilAcked: f.UntilAcked}}
 	if f.Sync != "" {
 		m, err := wal.ParseSyncMode(f.Sync)
 		if err != nil {

@@ -63,7 +63,9 @@ const (
 // default.
 type Options struct {
 	// BufferSize is the in-memory claim/commit buffer of each open stream
-	// (wal.Options.BufferSize), a power of two of at least 64 KiB. The
+	// (wal.Options.BufferSize), a power of two of at least 64 KiB, or the
+	// least power of two at least twice the stream's
+	// Config.MaxRecordSize if that is larger. The
 	// store's write-path memory is at most the number of open streams
 	// times BufferSize. By default it follows the number of streams in
 	// the store when a stream's log opens: DefaultBufferSize up to 256
@@ -323,6 +325,11 @@ func (st *Store) loadStream(name string) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.MaxRecordSize == 0 {
+		// Created before the bound was recorded: it then followed the
+		// buffer, which was at most DefaultBufferSize by default.
+		cfg.MaxRecordSize = max(_legacyMaxRecord, st.opts.BufferSize/4)
+	}
 	return newStream(st, name, dir, cfg), nil
 }
 
@@ -342,6 +349,12 @@ func (st *Store) Create(name string, cfg *Config) (*Stream, error) {
 		c = *cfg
 	case st.opts.Default != nil:
 		c = *st.opts.Default
+	}
+	if c.MaxRecordSize == 0 {
+		c.MaxRecordSize = DefaultMaxRecordSize
+		if st.opts.BufferSize != 0 {
+			c.MaxRecordSize = st.opts.BufferSize / 4
+		}
 	}
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("stream: create %q: %w", name, err)

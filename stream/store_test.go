@@ -42,7 +42,7 @@ func TestCreateListDeleteReopen(t *testing.T) {
 		t.Fatalf("with DirectSync a store's file system is %#v, want vfs.OS()", direct.fsys)
 	}
 	noErr(t, direct.Close())
-	cfg := &Config{SegmentSize: 64 << 10, Sync: wal.SyncNever, Retention: Retention{MaxBytes: 1 << 20, MaxAge: time.Hour, UntilAcked: true}}
+	cfg := &Config{SegmentSize: 64 << 10, Sync: wal.SyncNever, Retention: Retention{MaxBytes: 1 << 20, MaxAge: time.Hour, UntilAcked: true}, MaxRecordSize: 100 << 10}
 	for _, n := range []string{"b", "a", "c.1_x-y"} {
 		_, err := st.Create(n, cfg)
 		noErr(t, err)
