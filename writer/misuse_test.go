@@ -265,3 +265,45 @@ func TestRotateKeepsOthersFiles(t *testing.T) {
 		t.Errorf("the files hold %d bytes, want the %d written", len(got), len(all))
 	}
 }
+
+// TestSecondRotatingOpenTouchesNothing opens a file that a Ring with Rotate
+// already has open, with Rotate too. The second OpenFile is refused
+// (ErrInUse), and must be refused before it tidies the directory as if
+// the first writer had crashed: the first writer's janitor may be in the
+// middle of compressing a backup (name.gz.tmp being written; or name.gz
+// in place and name about to be removed), and the files it works on must
+// not vanish under it.
+func TestSecondRotatingOpenTouchesNothing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	// The first writer does not compress, so that its own janitor leaves
+	// the files below alone; the second open's tidying does not depend
+	// on the options.
+	r, err := OpenFile(path, &RingOptions{Rotate: &Rotate{MaxBytes: MinRotateBytes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAtEnd(t, r)
+	// Compressions under way, as the second open sees them.
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	half := backupName(path, at)
+	done := backupName(path, at.Add(time.Second))
+	files := []string{half, half + ".gz.tmp", done, done + ".gz"}
+	for _, name := range files {
+		if err := os.WriteFile(name, []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rot := &Rotate{MaxBytes: MinRotateBytes, Compress: true}
+	if r2, err := OpenFile(path, &RingOptions{Rotate: rot}); !errors.Is(err, ErrInUse) {
+		if err == nil {
+			r2.Close()
+		}
+		t.Fatalf("second OpenFile = %v, want ErrInUse", err)
+	}
+	for _, name := range files {
+		if _, err := os.Stat(name); err != nil {
+			t.Errorf("the refused OpenFile removed %s: %v", filepath.Base(name), err)
+		}
+	}
+}

@@ -290,13 +290,18 @@ func openRotSink(path string, o *RingOptions, m *marks, maxClaim int) (*rotSink,
 		if st, err := s.fsys.Stat(path); err == nil && !st.Mode().IsRegular() {
 			return nil, fmt.Errorf("writer: open %s: not a regular file, so it cannot be rotated", path)
 		}
-		if err := s.recover(); err != nil {
-			return nil, err
-		}
 	}
+	// The lock first: a second writer of the file is refused before it
+	// touches the directory, where the first may be compressing.
 	lock, err := s.lockFile(path, s.perm)
 	if err != nil {
 		return nil, err
+	}
+	if m != nil {
+		if err := s.recover(); err != nil {
+			lock.Close()
+			return nil, err
+		}
 	}
 	cur, err := openFileSink(s.fsys, path, s.perm)
 	if err != nil {
