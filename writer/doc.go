@@ -123,12 +123,12 @@
 // delaycompress leaves the renamed file alone until the next rotation,
 // by which time Reopen has long closed it.
 //
-// copytruncate is refused: a Ring writes at the offsets it tracks, so a
-// file truncated under it would get a hole of zero bytes the size of
-// everything written before. Before each write the Ring reads the file's
-// size; if the file is shorter than what the Ring wrote, the write is
-// refused and the Ring fails with an error wrapping ErrTruncated that
-// names the file (every later call returns it). A truncation that lands
+// copytruncate is refused (with Direct too): a Ring writes at the offsets
+// it tracks, so a file truncated under it would get a hole of zero bytes
+// the size of everything written before. Before each write the Ring reads
+// the file's size; if the file is shorter than what the Ring wrote, the
+// write is refused and the Ring fails with an error wrapping ErrTruncated
+// that names the file (every later call returns it). A truncation that lands
 // between that check and the write it precedes is not caught. Records
 // written between logrotate's copy and its truncation are lost by
 // copytruncate with any writer. Use create mode and Reopen, or the

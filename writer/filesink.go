@@ -116,11 +116,16 @@ func namePath(op, name string, err error) error {
 type truncatedError struct {
 	path      string
 	size, off int64
+	direct    bool // the Ring has Direct, which cannot Reopen
 }
 
 func (e *truncatedError) Error() string {
+	instead := "rename the file and call Ring.Reopen instead"
+	if e.direct {
+		instead = "rename the file and open it again instead (Ring.Reopen needs a Ring without Direct)"
+	}
 	return fmt.Sprintf("writer: %s was truncated to %d bytes by another program after the Ring wrote %d "+
-		"(logrotate copytruncate?): rename the file and call Ring.Reopen instead", e.path, e.size, e.off)
+		"(logrotate copytruncate?): %s", e.path, e.size, e.off, instead)
 }
 
 func (e *truncatedError) Unwrap() error { return ErrTruncated }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -305,5 +306,34 @@ func TestSecondRotatingOpenTouchesNothing(t *testing.T) {
 		if _, err := os.Stat(name); err != nil {
 			t.Errorf("the refused OpenFile removed %s: %v", filepath.Base(name), err)
 		}
+	}
+}
+
+// TestDirectCopytruncateRefused truncates the file of a Ring with Direct
+// under it, as logrotate's copytruncate does. Writing on at the Ring's
+// offset would leave a hole of zero bytes the size of everything written
+// before; the Ring must refuse (ErrTruncated), as it does without Direct.
+func TestDirectCopytruncateRefused(t *testing.T) {
+	r, path := openRingFile(t, &RingOptions{Direct: true})
+	defer r.Close()
+	mustWrite(t, r, bytes.Repeat([]byte("before the copy\n"), 1000))
+	if err := r.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, r, []byte("after the truncation\n"))
+	err := r.Flush(t.Context())
+	if !errors.Is(err, ErrTruncated) {
+		b := readFile(t, path)
+		t.Fatalf("Flush after the truncation = %v, want ErrTruncated; the file holds %d bytes, %d of them zero",
+			err, len(b), bytes.Count(b, []byte{0}))
+	}
+	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "open it again") {
+		t.Errorf("error %q does not name the file and what to do", err)
+	}
+	if err := r.Close(); !errors.Is(err, ErrTruncated) {
+		t.Errorf("Close = %v, want ErrTruncated", err)
 	}
 }

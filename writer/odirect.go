@@ -32,6 +32,11 @@ import (
 // Write does not rely on it) is copied through the stage, a stage-full per
 // pwritev.
 //
+// Before each write it reads the file's size, as fileSink does: a file
+// shorter than what the sink wrote was truncated by another program
+// (logrotate's copytruncate), and the sink refuses to write on, with an
+// error wrapping ErrTruncated, rather than leave a hole of zero bytes.
+//
 // Its methods run on the flusher goroutine. Every error is sticky.
 type directSink struct {
 	f     *os.File
@@ -101,6 +106,13 @@ func (s *directSink) block(i int) []byte {
 
 func (s *directSink) Write(pos uint64, a, b []byte) error {
 	const bs = sys.BlockSize
+	fi, err := s.f.Stat()
+	if err != nil {
+		return fmt.Errorf("writer: %w", err)
+	}
+	if fi.Size() < s.size() {
+		return &truncatedError{path: s.f.Name(), size: fi.Size(), off: s.size(), direct: true}
+	}
 	start := s.base // file offset of iov[0]
 	s.iov = s.iov[:0]
 	for _, p := range [2][]byte{a, b} {
