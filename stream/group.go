@@ -442,7 +442,7 @@ func (g *Group) redeliverLocked(dst []byte) (Msg, bool, error) {
 			if _, ok := errors.AsType[*wal.TruncatedError](err); ok {
 				// Deleted by retention while unacked: it cannot come again.
 				g.skipped.Add(1)
-				g.ackSlot(sl, seq)
+				_, _ = g.ackSlot(sl, seq) // a closed group stops at its next call
 				continue
 			}
 			return Msg{}, false, g.s.mapErr(err)
@@ -490,30 +490,34 @@ func (g *Group) readAt(seq uint64) ([]byte, error) {
 	return nil, fmt.Errorf("stream %q: group %q: record %d was delivered but cannot be read again", g.s.name, g.name, seq)
 }
 
-// ackSlot acks seq in its slot and the cursor.
-func (g *Group) ackSlot(sl *slot, seq uint64) bool {
+// ackSlot acks seq in its slot and the cursor. It reports whether seq was
+// not acked before, and the cursor's error: in the window by construction,
+// so only wal.ErrClosed once the group's cursor is closed.
+func (g *Group) ackSlot(sl *slot, seq uint64) (bool, error) {
 	for {
 		old := sl.acked.Load()
 		if old >= seq {
-			return false
+			return false, nil
 		}
 		if sl.acked.CompareAndSwap(old, seq) {
 			break
 		}
 	}
-	_ = g.c.Ack(seq) // in the window by construction
+	err := g.c.Ack(seq)
 	if g.full.Load() {
 		g.full.Store(false)
 		g.bc.Broadcast()
 	}
-	return true
+	return true, err
 }
 
 // Ack records that record seq was processed: it is never delivered again
 // by this group, and the committed position moves past it once every
 // record below it is acked. Acks may come in any order and more than once.
 // It does no I/O and does not allocate. A record not delivered by this
-// group is ErrNotDelivered.
+// group is ErrNotDelivered. After Close the ack cannot be recorded and is
+// ErrClosed (the group opened next delivers the record again), except for
+// a record below the committed position, acked already.
 func (g *Group) Ack(seq uint64) error {
 	if seq < g.c.Committed() {
 		return nil
@@ -525,10 +529,27 @@ func (g *Group) Ack(seq uint64) error {
 		}
 		return fmt.Errorf("%w: group %q: record %d", ErrNotDelivered, g.name, seq)
 	}
-	if g.ackSlot(sl, seq) {
+	acked, err := g.ackSlot(sl, seq)
+	if err != nil {
+		// The group was closed: its last checkpoint is written, and the
+		// group opened after it delivers seq again.
+		return g.closedErr(err)
+	}
+	if acked {
 		g.acked.Add(1)
 	}
 	return nil
+}
+
+// closedErr returns why the group is closed, or err mapped (see
+// Stream.mapErr) if it is not.
+func (g *Group) closedErr(err error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.mu.closed != nil {
+		return g.mu.closed
+	}
+	return g.s.mapErr(err)
 }
 
 // Nack asks for record seq to be delivered again now, before any fresh
@@ -563,7 +584,7 @@ func (g *Group) expireLocked(sl *slot, seq uint64) (dead bool) {
 		return false
 	}
 	if g.opts.MaxDeliver > 0 && int(sl.n) >= g.opts.MaxDeliver {
-		g.ackSlot(sl, seq)
+		_, _ = g.ackSlot(sl, seq) // a closed group stops at its next call
 		g.dead.Add(1)
 		return true
 	}
@@ -630,11 +651,18 @@ func timerPhase(stream, name string, period time.Duration) time.Duration {
 	return period * time.Duration(h.Sum32()%1024) / 1024
 }
 
+// timerPeriod returns the period of the timer of a group with options o:
+// AckWait/4, at most CheckpointEvery and 1 s, and at least 1 ms whatever
+// they say.
+func timerPeriod(o *GroupOptions) time.Duration {
+	return max(min(o.AckWait/4, o.CheckpointEvery, time.Second), time.Millisecond)
+}
+
 // timer expires deliveries older than AckWait and checkpoints every
 // CheckpointEvery, until Close.
 func (g *Group) timer() {
 	defer close(g.done)
-	period := min(max(g.opts.AckWait/4, time.Millisecond), g.opts.CheckpointEvery, time.Second)
+	period := timerPeriod(&g.opts)
 	// Groups opened together (a broker starting) would check and
 	// checkpoint together, every period, each checkpoint a few system
 	// calls and two syncs: start each at its own phase of the period,
@@ -683,7 +711,7 @@ func (g *Group) timer() {
 			g.reportDead(seq, deadN[i])
 		}
 		if ckpt {
-			ctx, cancel := context.WithTimeout(context.Background(), g.opts.CheckpointEvery)
+			ctx, cancel := context.WithTimeout(context.Background(), max(g.opts.CheckpointEvery, period))
 			err := g.c.Commit(ctx)
 			cancel()
 			if err == nil {

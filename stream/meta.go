@@ -43,21 +43,32 @@ const (
 	_maxMeta = 64 << 10
 )
 
-// MaxName bounds the length of a stream or group name in bytes.
-const MaxName = 255
+// Name length bounds, in bytes.
+const (
+	// MaxName bounds the length of a stream name: a directory entry.
+	MaxName = 255
+	// MaxGroupName bounds the length of a group name: its options file
+	// NAME.json, and that file's temporary name NAME.json.tmp, are
+	// directory entries too.
+	MaxGroupName = MaxName - len(".json"+_tmpSuffix)
+)
 
 // checkName reports why name cannot name a stream or a group, or nil. A
-// valid name is 1 to MaxName bytes of ASCII letters, digits, '.', '_' and
-// '-', not "." or "..", and not starting with '.' (names starting with '.'
-// are the store's own temporary entries): it can never reach a path
-// outside its directory.
+// valid name is 1 to MaxName (a stream) or MaxGroupName (a group) bytes of
+// ASCII letters, digits, '.', '_' and '-', not "." or "..", and not
+// starting with '.' (names starting with '.' are the store's own
+// temporary entries): it can never reach a path outside its directory.
 func checkName(kind, name string) error {
 	bad := func(why string) error { return fmt.Errorf("%w: %s %q: %s", ErrName, kind, name, why) }
+	limit := MaxName
+	if kind == "group" {
+		limit = MaxGroupName
+	}
 	switch {
 	case name == "":
 		return bad("empty")
-	case len(name) > MaxName:
-		return bad(fmt.Sprintf("%d bytes (max %d)", len(name), MaxName))
+	case len(name) > limit:
+		return bad(fmt.Sprintf("%d bytes (max %d)", len(name), limit))
 	case name[0] == '.':
 		return bad("starts with '.'")
 	}

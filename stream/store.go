@@ -24,8 +24,8 @@ import (
 // with the name concerned.
 var (
 	// ErrName is returned for a stream or group name that is not 1 to
-	// MaxName bytes of ASCII letters, digits, '.', '_' and '-' not
-	// starting with '.'.
+	// MaxName (a group: MaxGroupName) bytes of ASCII letters, digits,
+	// '.', '_' and '-' not starting with '.'.
 	ErrName = errors.New("stream: invalid name")
 	// ErrExists is returned by Create for a stream that exists.
 	ErrExists = errors.New("stream: stream exists")
@@ -421,6 +421,8 @@ func (st *Store) Stream(name string) (*Stream, error) {
 // Delete closes the stream name, its groups included, and deletes it with
 // all its records and group positions, whole: a crash leaves it whole or
 // absent. Calls on a *Stream or *Group of it return ErrNotFound after.
+// A stream whose directory was removed outside the store is only
+// forgotten.
 func (st *Store) Delete(name string) error {
 	if err := checkName("stream", name); err != nil {
 		return err
@@ -439,6 +441,14 @@ func (st *Store) Delete(name string) error {
 	sdir := filepath.Join(st.dir, _streamsDir)
 	gone := filepath.Join(sdir, _delPrefix+randSuffix())
 	if err := fsys.Rename(s.dir, gone); err != nil {
+		if _, serr := fsys.Stat(s.dir); errors.Is(serr, fs.ErrNotExist) {
+			// Its directory was removed outside the store: it is gone
+			// already, and must not stay listed, unusable, under a name
+			// that Create would refuse.
+			delete(st.mu.streams, name)
+			st.count.Add(-1)
+			return nil
+		}
 		return fmt.Errorf("stream: delete %q: %w", name, errors.Join(err, closeErr))
 	}
 	delete(st.mu.streams, name)
