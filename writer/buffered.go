@@ -55,11 +55,12 @@ func NewBuffered(w io.Writer, size int) *Buffered {
 	return b
 }
 
-// Write appends p to the buffer as one record.
+// Write appends p to the buffer as one record. An empty p is not a
+// record: Write returns 0 and counts nothing.
 func (b *Buffered) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := b.stateLocked(); err != nil {
+	if err := b.stateLocked(); err != nil || len(p) == 0 {
 		return 0, err
 	}
 	if !b.mu.b.fits(len(p)) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -335,5 +336,56 @@ func TestDirectCopytruncateRefused(t *testing.T) {
 	}
 	if err := r.Close(); !errors.Is(err, ErrTruncated) {
 		t.Errorf("Close = %v, want ErrTruncated", err)
+	}
+}
+
+// TestEmptyWritesCounted writes empty records, alone and between others,
+// through each writer. An empty Write is not a record (Ring and Mmap
+// count none); whatever a writer counts, Records == WrittenRecords must
+// hold once it is closed.
+func TestEmptyWritesCounted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) Writer
+	}{
+		{"ring", func(t *testing.T) Writer {
+			r, err := NewRing(io.Discard, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}},
+		{"direct", func(*testing.T) Writer { return NewDirect(io.Discard) }},
+		{"buffered", func(*testing.T) Writer { return NewBuffered(io.Discard, 0) }},
+		{"slab", func(t *testing.T) Writer {
+			s, err := NewSlab(io.Discard, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+	} {
+		for _, seq := range []string{"e", "re", "ere"} { // e: empty, r: a record
+			t.Run(tc.name+"/"+seq, func(t *testing.T) {
+				w := tc.open(t)
+				for _, c := range seq {
+					p := []byte("record\n")
+					if c == 'e' {
+						p = nil
+					}
+					if n, err := w.Write(p); err != nil || n != len(p) {
+						t.Fatalf("Write(%q) = %d, %v", p, n, err)
+					}
+				}
+				if err := w.Close(); err != nil {
+					t.Fatal(err)
+				}
+				st := w.Stats()
+				if st.Records != st.WrittenRecords || st.Bytes != st.WrittenBytes {
+					t.Errorf("closed: %d records (%d bytes) accepted, %d (%d bytes) written",
+						st.Records, st.Bytes, st.WrittenRecords, st.WrittenBytes)
+				}
+			})
+		}
 	}
 }

@@ -147,11 +147,12 @@ func (s *Slab) stateLocked() error {
 	return nil
 }
 
-// Write appends p to the current slab as one record.
+// Write appends p to the current slab as one record. An empty p is not a
+// record: Write returns 0 and counts nothing.
 func (s *Slab) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.stateLocked(); err != nil {
+	if err := s.stateLocked(); err != nil || len(p) == 0 {
 		return 0, err
 	}
 	if len(p) > s.size {
