@@ -85,7 +85,12 @@
 // on. OpenFile finishes what a crash interrupted (a leftover temporary
 // file, a backup whose compressed copy is in place), so that every record
 // is in exactly one file. An error renaming the file or creating the next one
-// is the log's own write error: sticky, with nothing deleted.
+// is the log's own write error: sticky, with nothing deleted. A file that
+// is no longer at its path when its rotation comes (another program
+// deleted it, or renamed it away) is not renamed: the next file starts at
+// the path, and the error is counted (Stats.RotationErrors) and passed to
+// OnError. (Without Rotate, a Ring writes on into a deleted file until
+// Reopen.)
 //
 // Each file holds whole records, in order: reading the backups oldest
 // first (their names sort by age) and then the file gives the log.

@@ -389,3 +389,48 @@ func TestEmptyWritesCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestRotateAfterFileDeleted deletes the file of a Ring with Rotate under
+// it (an operator freeing space with rm). The records written to the
+// deleted file are gone with it, but the next rotation must not fail the
+// Ring for good: it starts a new file at the path, and says what happened
+// (OnError, Stats.RotationErrors).
+func TestRotateAfterFileDeleted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.log")
+	var reported atomic.Pointer[error]
+	r, err := OpenFile(path, &RingOptions{
+		Size:    64 << 10,
+		Rotate:  &Rotate{MaxBytes: MinRotateBytes},
+		OnError: func(err error) { reported.CompareAndSwap(nil, &err) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	mustWrite(t, r, []byte("into the file deleted\n"))
+	if err := r.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	all := writeUntilRotated(t, r, 1, nil)
+	all = writeUntilRotated(t, r, 2, all)
+	if err := r.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if p := reported.Load(); p == nil || !strings.Contains((*p).Error(), path) {
+		t.Errorf("OnError got %v, want an error naming %s", p, path)
+	}
+	if st := r.Stats(); st.RotationErrors != 1 || st.Rotations != 2 {
+		t.Errorf("%d rotations, %d rotation errors; want 2, 1", st.Rotations, st.RotationErrors)
+	}
+	// The first switch left no backup (there was no file to rename); the
+	// second was an ordinary rotation. Its backup and the file hold the
+	// records written since the first switch.
+	names, contents := rotateFiles(t, vfs.OS(), path)
+	if got := bytes.Join(contents, nil); len(names) != 2 || !bytes.HasSuffix(all, got) || len(got) < MinRotateBytes-1<<_markShift-64 {
+		t.Errorf("files %v hold %d bytes, want a backup and the file, a full backup's worth, ending the %d bytes written",
+			names, len(got), len(all))
+	}
+}

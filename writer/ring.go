@@ -135,8 +135,10 @@ type RingOptions struct {
 	// OnError, if set, is called with every failed write to the io.Writer
 	// sink, on the flusher goroutine, and, for OpenFile with Rotate, with
 	// every error met syncing, compressing or pruning rotated files, on
-	// the goroutines that do that. It must not call the Ring's Flush,
-	// Sync, Reopen or Close, and should return quickly.
+	// the goroutines that do that, and with a rotation's finding that
+	// another program deleted or renamed the file, on the flusher
+	// goroutine. It must not call the Ring's Flush, Sync, Reopen or
+	// Close, and should return quickly.
 	OnError func(error)
 	// RetryBackoff and RetryMaxBackoff: defaults DefaultRetryBackoff and
 	// DefaultRetryMaxBackoff.

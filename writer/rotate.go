@@ -536,10 +536,17 @@ func (s *rotSink) rotate() error {
 		t = t.Add(time.Millisecond)
 		name = backupName(s.path, t)
 	}
-	if err := s.fsys.Rename(s.path, name); err != nil {
+	if err := s.fsys.Rename(s.path, name); errors.Is(err, fs.ErrNotExist) {
+		// Another program deleted the file, or renamed it away: its
+		// records are wherever it went, and the log goes on in a new
+		// file at the path, as after Reopen.
+		s.report(fmt.Errorf("writer: rotate %s: the file was deleted or renamed by another program: %w", s.path, err))
+		name = "" // not a backup of ours to tidy
+	} else if err != nil {
 		return fmt.Errorf("writer: rotate %s: %w", s.path, err)
+	} else {
+		s.last = t
 	}
-	s.last = t
 	lock, err := s.lockFile(s.path, s.perm)
 	if err != nil {
 		return fmt.Errorf("writer: rotate: %w", err)

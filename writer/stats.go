@@ -65,7 +65,8 @@ type Stats struct {
 	Retries uint64
 	// Rotations counts the files a Ring with Rotate rotated away from, and
 	// RotationErrors the errors met off the write path (syncing a rotated
-	// file, compressing, pruning), each also passed to OnError.
+	// file, compressing, pruning) and the rotations that found the file
+	// deleted or renamed by another program, each also passed to OnError.
 	Rotations, RotationErrors uint64
 	// Reopens counts the files Ring.Reopen switched to.
 	Reopens uint64
