@@ -150,6 +150,9 @@ type Group struct {
 
 	stop chan struct{}
 	done chan struct{}
+	// closed is closed when the first close has finished: a close called
+	// meanwhile, from another goroutine, waits for it.
+	closed chan struct{}
 
 	redelivered, acked, nacked, dead, skipped atomic.Uint64
 }
@@ -255,17 +258,18 @@ func (s *Stream) openGroup(l *wal.Log, name string, given *GroupOptions) (*Group
 	// that the records delivered and unacked never share one.
 	window := uint64(1) << bits.Len(uint(o.MaxAckPending-1))
 	g := &Group{
-		s:     s,
-		l:     l,
-		name:  name,
-		opts:  o,
-		c:     c,
-		mask:  window - 1,
-		slots: make([]slot, window),
-		epoch: time.Now(),
-		wake:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		s:      s,
+		l:      l,
+		name:   name,
+		opts:   o,
+		c:      c,
+		mask:   window - 1,
+		slots:  make([]slot, window),
+		epoch:  time.Now(),
+		wake:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		closed: make(chan struct{}),
 	}
 	g.mu.next = c.Committed()
 	g.mu.lastCkpt = time.Now()
@@ -726,7 +730,7 @@ func (g *Group) timer() {
 
 // Close writes the group's last checkpoint and closes it; members waiting
 // in Next return ErrClosed. The group may be opened again. Later calls
-// return nil.
+// return nil, once the first has finished.
 func (g *Group) Close() error {
 	err := g.close(ErrClosed)
 	g.s.mu.Lock()
@@ -737,13 +741,16 @@ func (g *Group) Close() error {
 	return err
 }
 
-// close stops the group: members return why.
+// close stops the group: members return why. A call while another
+// closes the group waits for it to finish, and returns nil.
 func (g *Group) close(why error) error {
 	g.mu.Lock()
 	if g.mu.closed != nil {
 		g.mu.Unlock()
+		<-g.closed
 		return nil
 	}
+	defer close(g.closed)
 	g.mu.closed = fmt.Errorf("stream %q: group %q: %w", g.s.name, g.name, why)
 	select {
 	case g.wake <- struct{}{}:

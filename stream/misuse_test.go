@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/appendlog/appendlog/internal/vfs"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -197,4 +200,101 @@ func TestTimerPeriodFloor(t *testing.T) {
 			t.Errorf("AckWait %v, CheckpointEvery %v: timer period %v, want %v", c.ackWait, c.ckpt, got, c.want)
 		}
 	}
+}
+
+// blockingFS is the OS file system with a gate: once armed, the first
+// fdatasync of a file whose name contains match blocks until release is
+// closed, after signalling blocked.
+type blockingFS struct {
+	vfs.FS
+	armed   atomic.Bool
+	once    sync.Once
+	blocked chan struct{}
+	release chan struct{}
+}
+
+func newBlockingFS(match string) *blockingFS {
+	b := &blockingFS{blocked: make(chan struct{}), release: make(chan struct{})}
+	b.FS = vfs.WithFaults(vfs.OS(), func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if op == vfs.OpSync && b.armed.Load() && strings.Contains(name, match) {
+			b.once.Do(func() {
+				close(b.blocked)
+				<-b.release
+			})
+		}
+		return n, nil
+	})
+	return b
+}
+
+// checkSecondCloseWaits runs first, waits until it is blocked in the
+// gate, runs second, and fails if second returns before the gate opens:
+// a Close that returns must find the closing done, even when another
+// goroutine began it.
+func checkSecondCloseWaits(t *testing.T, b *blockingFS, started func() bool, first, second func() error) {
+	t.Helper()
+	b.armed.Store(true)
+	errs := make(chan error, 2)
+	go func() { errs <- first() }()
+	<-b.blocked
+	waitFor(t, "the first Close to begin", started)
+	secondDone := make(chan error, 1)
+	go func() { secondDone <- second() }()
+	select {
+	case err := <-secondDone:
+		t.Errorf("the second Close returned (%v) while the first was still writing the last checkpoint", err)
+		close(b.release)
+	case <-time.After(200 * time.Millisecond):
+		close(b.release)
+		noErr(t, <-secondDone)
+	}
+	noErr(t, <-errs)
+}
+
+// TestConcurrentClose: Group.Close and Store.Close called by two
+// goroutines at once both return once the closing is done (the cursor
+// released, the store's lock released), not the second at once.
+func TestConcurrentClose(t *testing.T) {
+	ctx := context.Background()
+	setup := func(t *testing.T, dir string) (*blockingFS, *Store, *Stream, *Group) {
+		b := newBlockingFS(filepath.Join("cursors", ".g.tmp"))
+		st := mustOpen(t, dir, &Options{fsys: b})
+		s, err := st.Create("s", nil)
+		noErr(t, err)
+		g, err := s.Group("g", &GroupOptions{CheckpointEvery: time.Hour})
+		noErr(t, err)
+		seq, err := s.Publish([]byte("x"))
+		noErr(t, err)
+		m, err := g.Next(ctx, nil)
+		noErr(t, err)
+		if m.Seq != seq {
+			t.Fatalf("Next = %d, want %d", m.Seq, seq)
+		}
+		noErr(t, g.Ack(seq)) // the last checkpoint has something to write
+		return b, st, s, g
+	}
+	t.Run("group", func(t *testing.T) {
+		b, st, s, g := setup(t, t.TempDir())
+		defer st.Close()
+		checkSecondCloseWaits(t, b, g.isClosed, g.Close, g.Close)
+		g2, err := s.Group("g", nil) // its cursor was released
+		noErr(t, err)
+		if got := g2.Committed(); got != 2 {
+			t.Errorf("reopened group at %d, want 2", got)
+		}
+		noErr(t, g2.Close())
+	})
+	t.Run("store", func(t *testing.T) {
+		dir := t.TempDir()
+		b, st, _, _ := setup(t, dir)
+		closing := func() bool {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			return st.mu.closed
+		}
+		checkSecondCloseWaits(t, b, closing, st.Close, st.Close)
+		st2, err := Open(dir, nil) // the lock was released
+		noErr(t, err)
+		noErr(t, st2.Close())
+	})
 }

@@ -141,6 +141,9 @@ type Store struct {
 	count atomic.Int64
 	stop  chan struct{} // closed by Close to stop the janitor
 	done  chan struct{} // closed when the janitor exits
+	// closed is closed when Close has finished: a Close called meanwhile
+	// waits for it.
+	closed chan struct{}
 }
 
 // Open opens the store in dir, creating dir and the store if they do not
@@ -205,7 +208,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		lock.Close()
 		return nil, err
 	}
-	st.stop, st.done = make(chan struct{}), make(chan struct{})
+	st.stop, st.done, st.closed = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go st.janitor()
 	return st, nil
 }
@@ -480,13 +483,16 @@ func (st *Store) List() []string {
 
 // Close closes every stream and group (groups write their last
 // checkpoint, logs flush and sync) and releases the directory. Later calls
-// return nil; other methods return ErrClosed.
+// return nil, once the first has finished; other methods return
+// ErrClosed.
 func (st *Store) Close() error {
 	st.mu.Lock()
 	if st.mu.closed {
 		st.mu.Unlock()
+		<-st.closed
 		return nil
 	}
+	defer close(st.closed)
 	st.mu.closed = true
 	streams := make([]*Stream, 0, len(st.mu.streams))
 	for _, s := range st.mu.streams {
