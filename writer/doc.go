@@ -53,8 +53,9 @@
 // the name moves on a millisecond instead), and a new app.log takes its
 // place.
 // Backups are then gzipped (Compress) and the oldest deleted (MaxBackups,
-// MaxAge, MaxTotalBytes). A file already at MaxBytes when OpenFile opens
-// it is rotated first.
+// MaxAge, MaxTotalBytes). The bytes a file holds when OpenFile opens it
+// count toward MaxBytes; a file already at MaxBytes (or within 4 KiB of
+// it) is rotated first.
 //
 // A file is cut only between two records. The mechanism keeps the
 // producer's path lock-free: a record's claim position is its byte offset

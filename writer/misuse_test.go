@@ -434,3 +434,36 @@ func TestRotateAfterFileDeleted(t *testing.T) {
 			names, len(got), len(all))
 	}
 }
+
+// TestRotateCountsExistingBytes reopens a log that a previous run left
+// part full (a restart), and writes on: the bytes already in the file count
+// toward MaxBytes, so no file grows past it. A file within 4 KiB of
+// MaxBytes is rotated at once, as a full one is.
+func TestRotateCountsExistingBytes(t *testing.T) {
+	for _, existing := range []int{10 << 10, MinRotateBytes - 2<<10, MinRotateBytes - 5<<10} {
+		t.Run(fmt.Sprint("existing=", existing), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "app.log")
+			old := bytes.Repeat([]byte("an old line of 32 bytes........\n"), existing/32)
+			if err := os.WriteFile(path, old, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r, err := OpenFile(path, &RingOptions{Size: 64 << 10, Rotate: &Rotate{MaxBytes: MinRotateBytes}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := writeUntilRotated(t, r, 3, old)
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			names, contents := rotateFiles(t, vfs.OS(), path)
+			for i, b := range contents {
+				if len(b) > MinRotateBytes {
+					t.Errorf("%s holds %d bytes, above MaxBytes %d", names[i], len(b), MinRotateBytes)
+				}
+			}
+			if got := bytes.Join(contents, nil); !bytes.Equal(got, all) {
+				t.Errorf("the files hold %d bytes, want the %d written", len(got), len(all))
+			}
+		})
+	}
+}

@@ -310,22 +310,24 @@ func openRotSink(path string, o *RingOptions, m *marks, maxClaim int) (*rotSink,
 	}
 	s.cur, s.lock = cur, lock
 	s.closer = newWorker(s.closeRotated)
+	// Log positions start at the file's size: they are the file's
+	// offsets, its first byte at position 0. So the bytes a previous run
+	// left count toward MaxBytes.
+	s.pos = uint64(s.cur.off)
 	if m == nil {
-		s.start = uint64(s.cur.off) // log positions start at the file's size
-		s.pos = s.start
 		return s, nil
 	}
 	s.janitor = newWorker(s.tidy)
-	if s.rot.MaxBytes > 0 && cur.off >= s.rot.MaxBytes {
-		// The file is full already: start a new one at once.
+	if c := s.markAfter(0); c != noMark && s.pos >= c<<_markShift {
+		// The file is full already, or past where it would be cut:
+		// start a new one at once.
 		if err := s.rotate(); err != nil {
 			s.close()
 			return nil, err
 		}
+		s.pos = 0
 	}
-	s.start = uint64(s.cur.off)
-	s.pos = s.start
-	s.cutMark = s.markAfter(s.start)
+	s.cutMark = s.markAfter(0)
 	s.janitor.push("") // compress backups left uncompressed, and prune
 	return s, nil
 }
@@ -346,7 +348,7 @@ const noMark = math.MaxUint64
 // startPos is the log position of the first byte the Ring claims: the
 // size of the file it appends to, so that the first file's offsets and
 // log positions agree.
-func (s *rotSink) startPos() uint64 { return s.start }
+func (s *rotSink) startPos() uint64 { return s.pos }
 
 func (s *rotSink) Write(pos uint64, a, b []byte) error {
 	s.mu.Lock()
