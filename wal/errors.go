@@ -12,7 +12,12 @@ var (
 	ErrClosed = errors.New("wal: log closed")
 	// ErrTooLarge is returned by Append and AppendBatch when a record or
 	// batch exceeds what the buffer can hold (Options.MaxRecordSize, and
-	// half of Options.BufferSize for a whole batch).
+	// half of Options.BufferSize for a whole batch). Open, Readers, Verify
+	// and Repair return it too, wrapped in an error naming the segment and
+	// byte offset, for an intact record in the files that is longer than
+	// Options.MaxRecordSize: the log was written with a larger one, and
+	// must be read with one at least as large. It is never taken for
+	// damage: nothing is cut for it.
 	ErrTooLarge = errors.New("wal: record too large")
 	// ErrNotAppended is returned by WaitDurable for a sequence number that
 	// has not been appended yet.

@@ -174,6 +174,12 @@ func (r *Reader) nextLive() bool {
 			continue
 		}
 		r.hinted = false
+		if err != nil && errors.Is(err, frame.ErrTooLarge) {
+			if big := oversizedRecord(r.ls.f, r.ls.name, r.off, r.maxRec); big != nil {
+				r.finish(big)
+				return false
+			}
+		}
 		if err != nil && r.fol != nil {
 			r.followDamage(err)
 			return false
@@ -597,6 +603,9 @@ func (r *Reader) pending() bool {
 	}
 	r.fol.listed = false
 	if _, _, err := r.frameAt(r.off); err != nil {
+		if errors.Is(err, frame.ErrTooLarge) && oversizedRecord(r.ls.f, r.ls.name, r.off, r.maxRec) != nil {
+			return true // Next reports it
+		}
 		return r.followFinal(err)
 	}
 	return true

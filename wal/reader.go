@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -220,6 +221,12 @@ func (r *Reader) Next() bool {
 			r.finish(fmt.Errorf("wal: read %s: %w", r.cur.name, err))
 			return false
 		}
+		if d, ok := errors.AsType[*frame.Damage](err); ok && errors.Is(d.Err, frame.ErrTooLarge) {
+			if big := oversizedRecord(r.f, r.cur.name, d.Offset, r.maxRec); big != nil {
+				r.finish(big)
+				return false
+			}
+		}
 		r.endSegment(err)
 	}
 	return false
@@ -396,6 +403,33 @@ func (r *Reader) checkFooterFrame(fr frame.Frame, off int64) error {
 		return fmt.Errorf("footer (first %d, count %d, data end %d) does not match the records before it: %w", ft.FirstSeq, ft.Count, ft.DataEnd, frame.ErrFooter)
 	}
 	return nil
+}
+
+// oversizedRecord returns an error wrapping ErrTooLarge if f, segment
+// seg, holds at off an intact record frame whose payload is longer than
+// maxRec (a record a Log with a larger Options.MaxRecordSize wrote), and
+// nil otherwise. A Reader that met a length above its limit calls it
+// before taking the bytes for damage: a record is never cut, nor reported
+// as corruption, for a smaller MaxRecordSize.
+func oversizedRecord(f vfs.File, seg string, off int64, maxRec int) error {
+	var h [frame.HeaderSize]byte
+	if n, _ := f.ReadAt(h[:], off); n < len(h) {
+		return nil
+	}
+	length := int64(binary.LittleEndian.Uint32(h[4:8]) & frame.MaxPayload)
+	size, err := f.Size()
+	if err != nil || length <= int64(maxRec) || off+frame.HeaderSize+length > size {
+		return nil
+	}
+	b := make([]byte, frame.HeaderSize+length)
+	if n, _ := f.ReadAt(b, off); n < len(b) {
+		return nil
+	}
+	if fr, _, err := frame.Decode(b); err != nil || fr.Kind != frame.KindRecord {
+		return nil
+	}
+	return fmt.Errorf("%w: %s at byte offset %d holds an intact record of %d bytes, more than MaxRecordSize %d: the log was written with a larger MaxRecordSize; open or read it with at least %d",
+		ErrTooLarge, seg, off, length, maxRec, length)
 }
 
 // misplacedFrame is a frame that decodes (its checksum is right) but does

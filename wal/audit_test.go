@@ -1,0 +1,142 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/appendlog/appendlog/internal/vfs"
+)
+
+// snapshotDir copies the regular files of a log directory (not its
+// subdirectories) to a new directory, as a process killed at that moment
+// leaves them in the page cache: what an open Log handed to the OS.
+func snapshotDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	ents, err := os.ReadDir(src)
+	noErr(t, err)
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		noErr(t, err)
+		noErr(t, os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644))
+	}
+	return dst
+}
+
+// checkTooLarge fails unless err is the error for an intact record longer
+// than MaxRecordSize: ErrTooLarge, not corruption, naming the segment.
+func checkTooLarge(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, ErrTooLarge) || IsCorrupt(err) || !strings.Contains(err.Error(), segmentName(1)) ||
+		!strings.Contains(err.Error(), "MaxRecordSize") {
+		t.Fatalf("%s: %v, want ErrTooLarge naming the segment and MaxRecordSize", what, err)
+	}
+}
+
+// TestSmallerMaxRecordSizeCutsNothing: a log reopened or read with a
+// smaller MaxRecordSize than it was written with keeps every record. The
+// records past the durable mark used to be taken for a torn tail ("payload
+// too large" damage) and cut by Open and by Repair, acknowledged ones
+// included; the others were reported as corruption.
+func TestSmallerMaxRecordSizeCutsNothing(t *testing.T) {
+	dir := t.TempDir()
+	big := WithMarkEvery(Options{SegmentSize: 1 << 20, BufferSize: 64 << 10}, time.Hour)
+	l := mustOpen(t, dir, &big)
+	defer l.Close()
+	ctx := context.Background()
+	small := &Options{SegmentSize: 1 << 20, BufferSize: 64 << 10, MaxRecordSize: 1000}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	const n = 20
+	var f *Reader
+	for i := range n {
+		size := 100
+		if i >= 5 {
+			size = 4000
+		}
+		if i == 5 {
+			// A follower with the smaller limit, at the end of the small
+			// records.
+			var err error
+			f, err = OpenReader(dir, 0, small)
+			noErr(t, err)
+			defer f.Close()
+			noErr(t, followTo(wctx, f, 5))
+		}
+		seq, err := l.Append(testPayload(1, i, size))
+		noErr(t, err)
+		noErr(t, l.WaitDurable(ctx, seq)) // acknowledged
+	}
+	crashed := snapshotDir(t, dir)
+
+	_, err := Open(crashed, small)
+	checkTooLarge(t, "Open", err)
+	_, err = Verify(crashed, small)
+	checkTooLarge(t, "Verify", err)
+	_, err = Repair(crashed, false, small)
+	checkTooLarge(t, "Repair", err)
+	_, err = Repair(crashed, true, small)
+	checkTooLarge(t, "forced Repair", err)
+	r, err := OpenReader(crashed, 0, small)
+	noErr(t, err)
+	for r.Next() {
+	}
+	checkTooLarge(t, "OpenReader", r.Err())
+	r.Close()
+
+	// Nothing was cut: the log opens whole with the size it was written
+	// with.
+	l2, err := Open(crashed, &Options{SegmentSize: 1 << 20, BufferSize: 64 << 10})
+	noErr(t, err)
+	if rec := l2.Recovery(); rec.NextSeq != n+1 {
+		t.Fatalf("reopened with the original MaxRecordSize: records up to %d, want %d (%+v)", rec.NextSeq-1, n, rec)
+	}
+	noErr(t, l2.Close())
+	if got := readAll(t, vfs.OS(), crashed); len(got) != n {
+		t.Fatalf("%d records after the reopenings, want %d", len(got), n)
+	}
+
+	// The follower reports the record rather than waiting on it or
+	// calling it corruption.
+	err = followTo(wctx, f, n)
+	checkTooLarge(t, "follower", err)
+	if f.Seq() != 5 {
+		t.Fatalf("follower stopped after %d, want 5", f.Seq())
+	}
+}
+
+// TestSmallerMaxRecordSizeLiveReader: a Log reopened with a smaller
+// MaxRecordSize than its sealed segments were written with opens (it
+// trusts their footers) and its Readers report the larger records as
+// ErrTooLarge, not as corruption.
+func TestSmallerMaxRecordSizeLiveReader(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10})
+	for i := 0; l.Stats().SegmentsCreated < 3; i++ {
+		size := 4000
+		if l.Stats().SegmentsCreated >= 2 {
+			size = 100 // the tail, which Open scans, holds small ones only
+		}
+		_, err := l.Append(testPayload(1, i, size))
+		noErr(t, err)
+		noErr(t, l.Flush(context.Background()))
+	}
+	noErr(t, l.Close())
+	l2 := mustOpen(t, dir, &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10, MaxRecordSize: 1000})
+	defer l2.Close()
+	r, err := l2.NewReader(1, nil)
+	noErr(t, err)
+	defer r.Close()
+	if r.Next() {
+		t.Fatalf("read record %d of %d bytes past MaxRecordSize 1000", r.Seq(), len(r.Record()))
+	}
+	checkTooLarge(t, "NewReader", r.Err())
+}
