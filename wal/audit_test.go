@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appendlog/appendlog/frame"
 	"github.com/appendlog/appendlog/internal/vfs"
 )
 
@@ -139,4 +141,63 @@ func TestSmallerMaxRecordSizeLiveReader(t *testing.T) {
 		t.Fatalf("read record %d of %d bytes past MaxRecordSize 1000", r.Seq(), len(r.Record()))
 	}
 	checkTooLarge(t, "NewReader", r.Err())
+}
+
+// embeddingPayload returns a record for seq whose last 32 bytes are a
+// valid frame of seq itself (a log of logs, say: a record that carries
+// another log's frame).
+func embeddingPayload(seq uint64, size int) []byte {
+	p := make([]byte, size)
+	for i := range size - 32 {
+		p[i] = byte(seq) | 1
+	}
+	frame.Encode(p[size-32:], seq, []byte("embedded-payload"))
+	return p
+}
+
+// TestRepairDropsStaleIndex: a forced Repair that cuts bytes from a sealed
+// segment shifts the frames after the cut, so the segment's index file
+// points at old offsets. It used to stay, and a Reader positioned through
+// it could land inside a record, on a frame embedded in the payload with
+// the sequence number it looked for, and return that as the record.
+func TestRepairDropsStaleIndex(t *testing.T) {
+	dir := t.TempDir()
+	const size = 200
+	o := &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10}
+	l := mustOpen(t, dir, o)
+	for l.Stats().SegmentsCreated < 2 {
+		_, err := l.Append(embeddingPayload(l.NextSeq(), size))
+		noErr(t, err)
+		noErr(t, l.Flush(context.Background()))
+	}
+	noErr(t, l.Close())
+	seg := filepath.Join(dir, segmentName(1))
+	b, err := os.ReadFile(seg + idxSuffix)
+	noErr(t, err)
+	seqs, _, err := decodeIndex(b, 1, 1<<30)
+	noErr(t, err)
+	if len(seqs) < 2 {
+		t.Fatalf("index of %d entries: the test needs one past the cut", len(seqs))
+	}
+	// Damage record 2's payload: Repair cuts it, and the frames after it
+	// move.
+	flipByte(t, seg, headerPage+frame.HeaderSize+size+frame.HeaderSize+5)
+	rep, err := Repair(dir, true, nil)
+	noErr(t, err)
+	if len(rep.Rebuilt) != 1 {
+		t.Fatalf("repair: %+v", rep)
+	}
+	l2 := mustOpen(t, dir, o)
+	defer l2.Close()
+	for _, want := range seqs[1:] {
+		r, err := l2.NewReader(want, nil)
+		noErr(t, err)
+		if !r.Next() {
+			t.Fatalf("NewReader(%d): no record: %v", want, r.Err())
+		}
+		if r.Seq() != want || !bytes.Equal(r.Record(), embeddingPayload(want, size)) {
+			t.Fatalf("NewReader(%d) returned record %d of %d bytes %q, not the record appended", want, r.Seq(), len(r.Record()), r.Record())
+		}
+		r.Close()
+	}
 }

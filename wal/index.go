@@ -14,7 +14,8 @@ import (
 // opened later positions Readers in the segment without walking its frame
 // headers. It is named after its segment with the suffix .idx
 // (00000000000000000001.seg.idx), written by the sealer after the
-// segment is sealed, and deleted with the segment. It is only a hint: it
+// segment is sealed, and deleted with the segment, or by a Repair that
+// rebuilds the segment (its offsets no longer hold). It is only a hint: it
 // is never synced, a missing or damaged one is rebuilt by walking the
 // segment, and a Reader checks every frame it points at.
 //

@@ -2,8 +2,10 @@ package wal
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -359,6 +361,18 @@ func writeSegment(o *Options, dir, name string, first, next uint64, body []byte,
 		var ft [frame.FooterSize]byte
 		frame.PutFooter(ft[:], frame.Footer{FirstSeq: first, Count: next - first, DataEnd: dataEnd})
 		buf = append(buf, ft[:]...)
+	}
+	// The old segment's index file points at its old offsets: where a cut
+	// shifted the frames it may point into the middle of a record, at a
+	// frame embedded in its payload. Its removal is made durable before
+	// the rebuilt segment takes the name.
+	switch err := o.fsys.Remove(filepath.Join(dir, name+idxSuffix)); {
+	case err == nil:
+		if err := o.fsys.SyncDir(dir); err != nil {
+			return fmt.Errorf("wal: repair: remove index of %s: %w", name, err)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("wal: repair: remove index of %s: %w", name, err)
 	}
 	tmp := filepath.Join(dir, repairTmp)
 	f, err := o.fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
