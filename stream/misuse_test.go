@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -297,4 +298,55 @@ func TestConcurrentClose(t *testing.T) {
 		noErr(t, err)
 		noErr(t, st2.Close())
 	})
+}
+
+// TestIdleCloseKeepsFailure: a stream whose log failed (a write or
+// fdatasync error) stays failed: the janitor does not close it as idle,
+// and a failure of the idle close itself is kept, so a later Publish gets
+// the error rather than a reopened log that gives the sequence numbers of
+// records it may have lost to new ones.
+func TestIdleCloseKeepsFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// failBeforeIdle fails the log before the janitor's passes; else
+		// only the fdatasync of the idle close fails.
+		failBeforeIdle bool
+	}{{"failed before", true}, {"failed closing", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var armed atomic.Bool
+			fsys := vfs.WithFaults(vfs.OS(), func(op vfs.Op, name string, off int64, n int) (int, error) {
+				if armed.Load() && (op == vfs.OpSync || op == vfs.OpWrite) && strings.HasSuffix(name, ".seg") {
+					return 0, syscall.EIO
+				}
+				return n, nil
+			})
+			// No janitor: the test makes its passes.
+			st := mustOpen(t, t.TempDir(), &Options{IdleTimeout: -1, fsys: fsys})
+			defer st.Close()
+			s, err := st.Create("s", &Config{Sync: wal.SyncNever})
+			noErr(t, err)
+			seq, err := s.Publish([]byte("a"))
+			noErr(t, err)
+			noErr(t, s.WaitDurable(context.Background(), seq))
+			seq, err = s.Publish([]byte("b"))
+			noErr(t, err)
+			if tc.failBeforeIdle {
+				armed.Store(true)
+				if err := s.WaitDurable(context.Background(), seq); !errors.Is(err, syscall.EIO) {
+					t.Fatalf("WaitDurable with writes failing = %v, want EIO", err)
+				}
+				armed.Store(false)
+			} else {
+				waitFor(t, "b handed to the OS", func() bool { return s.cur.Load().Stats().Written > 0 })
+				armed.Store(true)
+			}
+			for range 3 {
+				s.closeIdle()
+			}
+			armed.Store(false)
+			if seq, err := s.Publish([]byte("c")); !errors.Is(err, syscall.EIO) {
+				t.Fatalf("Publish after the log failed = %d, %v; want the failure (EIO)", seq, err)
+			}
+		})
+	}
 }

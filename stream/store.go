@@ -80,7 +80,9 @@ type Options struct {
 	ReaderWindow int64
 	// IdleTimeout closes the files and mappings of a stream that nothing
 	// published to and no group was open on for about that long; the next
-	// use opens them again. Negative keeps every used stream open until
+	// use opens them again. A log that failed (a write or sync error) is
+	// not opened again: the stream returns that error until the store is
+	// reopened, as the log itself would. Negative keeps every used stream open until
 	// Close. Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// Default is the Config of a stream created with a nil *Config.

@@ -37,7 +37,7 @@ type Stream struct {
 		sync.Mutex
 		groups map[string]*Group // open groups. Protected by mu.
 		// err is set when the stream is shut: ErrClosed (Store.Close) or
-		// errDeleted. Protected by mu.
+		// errDeleted, or when closing its idle log failed. Protected by mu.
 		err error
 		// idle counts the janitor's consecutive periods without use.
 		idle int
@@ -290,9 +290,12 @@ func (s *Stream) closeIdle() {
 	if s.mu.idle < 2 || s.cur.Load() == nil || s.mu.err != nil {
 		return
 	}
-	// The log is reopened by the next use; an error closing it (a failed
-	// sync) is found again by that Open's recovery, so it is dropped here.
-	_ = s.closeLogLocked()
+	// A log that failed, before or in its Close, stays failed: every later
+	// call returns the error. Records it took may be lost, and a log
+	// opened again would give their sequence numbers to new records.
+	if err := s.closeLogLocked(); err != nil {
+		s.mu.err = fmt.Errorf("closing its idle log failed, records may be lost: %w", err)
+	}
 }
 
 // closeLogLocked closes the open log, keeping its last Stats.
