@@ -120,7 +120,7 @@
 //	go func() {
 //	    for range hup {
 //	        if err := ring.Reopen(); err != nil {
-//	            log.Print(err) // the Ring's sticky error, or a misuse
+//	            log.Print(err) // a sticky error, a misuse, or a file it could not open
 //	        }
 //	    }
 //	}()

@@ -467,3 +467,83 @@ func TestRotateCountsExistingBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestReopenInUse renames the file of a Ring and has another writer open
+// a new file at the path before the Ring's Reopen: Reopen is refused with
+// ErrInUse, in a message that names the file and the package once.
+func TestReopenInUse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.log")
+	r, err := OpenFile(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	other, err := OpenFile(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAtEnd(t, other)
+	err = r.Reopen()
+	if !errors.Is(err, ErrInUse) {
+		t.Fatalf("Reopen = %v, want ErrInUse", err)
+	}
+	if msg := err.Error(); strings.Count(msg, "writer:") != 1 || !strings.Contains(msg, path) || !strings.HasPrefix(msg, "writer: reopen: ") {
+		t.Errorf("Reopen's error %q: want one \"writer:\", then reopen, and the path", msg)
+	}
+}
+
+// TestReopenFailureKeepsLogging: a Reopen that cannot open the new file
+// (here another writer holds it) loses nothing: the Ring writes on to the
+// file it has, and Reopen returns the error, whether Reopen itself or the
+// flusher, writing records that came after the request, tried the switch.
+// The flusher's try is made here by a record written between Reopen's
+// request and its flush, as a producer may write it.
+func TestReopenFailureKeepsLogging(t *testing.T) {
+	for _, flusher := range []bool{false, true} {
+		t.Run(fmt.Sprint("flusher=", flusher), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "app.log")
+			r, err := OpenFile(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			mustWrite(t, r, []byte("one\n"))
+			if err := os.Rename(path, path+".1"); err != nil {
+				t.Fatal(err)
+			}
+			other, err := OpenFile(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeAtEnd(t, other)
+			if flusher {
+				// Reopen's steps, with a record between the request
+				// and the flush.
+				s := r.sink.(*rotSink)
+				s.requestReopen(func() uint64 { pos, _ := r.e.Tail(); return pos })
+				mustWrite(t, r, []byte("two\n"))
+				if err := r.Flush(t.Context()); err != nil {
+					t.Fatalf("Flush = %v", err)
+				}
+				if _, err := s.finishReopen(); !errors.Is(err, ErrInUse) {
+					t.Errorf("Reopen = %v, want ErrInUse", err)
+				}
+			} else {
+				if err := r.Reopen(); !errors.Is(err, ErrInUse) {
+					t.Errorf("Reopen = %v, want ErrInUse", err)
+				}
+				mustWrite(t, r, []byte("two\n"))
+			}
+			mustWrite(t, r, []byte("three\n"))
+			if err := r.Close(); err != nil {
+				t.Fatalf("Close = %v", err)
+			}
+			if got := string(readFile(t, path+".1")); got != "one\ntwo\nthree\n" {
+				t.Errorf("the Ring's file holds %q", got)
+			}
+		})
+	}
+}

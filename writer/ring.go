@@ -746,8 +746,11 @@ func (r *Ring) abandon() {
 // locks it. If nothing was renamed, the file is simply opened again.
 //
 // Only a Ring from OpenFile without Direct can reopen; for others Reopen
-// returns an error and does nothing. An error opening the new file is
-// sticky, as a failed write is.
+// returns an error and does nothing. If the new file cannot be opened (a
+// directory made read-only, another writer holding the file), Reopen
+// returns the error and the Ring writes on to the file it has, whole
+// records, wherever it was renamed: nothing is lost, and Reopen may be
+// called again.
 func (r *Ring) Reopen() error {
 	s, ok := r.sink.(*rotSink)
 	if !ok {

@@ -229,6 +229,9 @@ type rotSink struct {
 	// reopenAt, if not 0, is one more than the log position (a record
 	// boundary) at which Reopen asked for a new file.
 	reopenAt uint64
+	// reopenErr is the error of the switch last asked for by Reopen,
+	// if it failed: the Ring wrote on to the file it had.
+	reopenErr error
 	// closed is set by close: no file is opened after it.
 	closed  bool
 	reopens atomic.Uint64
@@ -426,14 +429,15 @@ func splitAt(a, b []byte, k int) (ha, hb, ta, tb []byte) {
 // written: for Reopen (the file was renamed by someone else, or not) or
 // for rotation. REQUIRES: s.mu held.
 func (s *rotSink) switchAt(c uint64, reopen bool) error {
-	var err error
 	if reopen {
-		err = s.reopen()
 		s.reopenAt = 0
-	} else {
-		err = s.rotate()
-	}
-	if err != nil {
+		if err := s.reopen(); err != nil {
+			// Nothing changed: the Ring writes on to the file it
+			// has, and Reopen returns the error (finishReopen).
+			s.reopenErr = err
+			return nil
+		}
+	} else if err := s.rotate(); err != nil {
 		return err
 	}
 	s.start = c
@@ -501,12 +505,12 @@ func (s *rotSink) reopen() error {
 	}
 	lock, err := s.lockFile(s.path, s.perm)
 	if err != nil {
-		return fmt.Errorf("writer: reopen: %w", err)
+		return &opError{op: "reopen", err: err}
 	}
 	cur, err := openFileSink(s.fsys, s.path, s.perm)
 	if err != nil {
 		lock.Close()
-		return fmt.Errorf("writer: reopen: %w", err)
+		return &opError{op: "reopen", err: err}
 	}
 	old := rotated{f: s.cur.f, lock: s.lock}
 	s.cur, s.lock = cur, lock
@@ -551,12 +555,12 @@ func (s *rotSink) rotate() error {
 	}
 	lock, err := s.lockFile(s.path, s.perm)
 	if err != nil {
-		return fmt.Errorf("writer: rotate: %w", err)
+		return &opError{op: "rotate", err: err}
 	}
 	cur, err := openFileSink(s.fsys, s.path, s.perm)
 	if err != nil {
 		lock.Close()
-		return fmt.Errorf("writer: rotate: %w", err)
+		return &opError{op: "rotate", err: err}
 	}
 	old := rotated{f: s.cur.f, lock: s.lock, name: name}
 	s.cur, s.lock = cur, lock
@@ -583,6 +587,20 @@ func (s *rotSink) taken(name string) bool {
 	}
 	return false
 }
+
+// opError is an error of this package's (its message starts "writer: ")
+// met during op, a step of the Ring's work: its message names the package
+// once.
+type opError struct {
+	op  string
+	err error
+}
+
+func (e *opError) Error() string {
+	return "writer: " + e.op + ": " + strings.TrimPrefix(e.err.Error(), "writer: ")
+}
+
+func (e *opError) Unwrap() error { return e.err }
 
 // backupName returns the name of the backup of path rotated at t.
 func backupName(path string, t time.Time) string {
@@ -645,6 +663,9 @@ func (s *rotSink) requestReopen(tail func() uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c := tail(); s.reopenAt == 0 || c+1 < s.reopenAt {
+		if s.reopenAt == 0 {
+			s.reopenErr = nil // a new request
+		}
 		s.reopenAt = c + 1
 	}
 }
@@ -652,7 +673,8 @@ func (s *rotSink) requestReopen(tail func() uint64) {
 // finishReopen makes the switch requestReopen asked for if the flusher
 // has not: once every byte before the cut was written, a Write that
 // would make it may never come. It returns the number of files handed to
-// the closer.
+// the closer, and the error of the switch if it failed (the Ring then
+// wrote on to the file it had).
 func (s *rotSink) finishReopen() (gen uint64, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -666,9 +688,11 @@ func (s *rotSink) finishReopen() (gen uint64, err error) {
 		if c := s.reopenAt - 1; s.pos != c {
 			return s.gen, fmt.Errorf("writer: reopen at %d, written to %d", c, s.pos)
 		}
-		err = s.switchAt(s.pos, true)
+		if err := s.switchAt(s.pos, true); err != nil {
+			return s.gen, err
+		}
 	}
-	return s.gen, err
+	return s.gen, s.reopenErr
 }
 
 // closeRotated syncs, closes and unlocks a rotated file, syncs the
