@@ -201,3 +201,33 @@ func TestRepairDropsStaleIndex(t *testing.T) {
 		r.Close()
 	}
 }
+
+// TestReaderSegmentDeletedAfterListing: a segment that the writer's
+// retention deletes between OpenReader's listing and the Reader's arrival
+// is a *TruncatedError naming the first record left, as for a follower
+// (TestFollowRetention), not a bare "no such file".
+func TestReaderSegmentDeletedAfterListing(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10})
+	for l.Stats().SegmentsCreated < 4 {
+		appendRecs(t, l, 100)
+	}
+	noErr(t, l.Close())
+	segs, _, _, err := listSegments(vfs.OS(), dir)
+	noErr(t, err)
+	for _, from := range []uint64{0, segs[1].firstSeq + 3} {
+		d := snapshotDir(t, dir)
+		r, err := OpenReader(d, from, nil)
+		noErr(t, err)
+		noErr(t, os.Remove(filepath.Join(d, segs[0].name)))
+		noErr(t, os.Remove(filepath.Join(d, segs[1].name)))
+		for r.Next() {
+		}
+		var te *TruncatedError
+		if !errors.As(r.Err(), &te) || te.Seq != max(from, 1) || te.First != segs[2].firstSeq {
+			t.Fatalf("OpenReader(%d) of a log whose front was deleted since the listing: %v; want a *TruncatedError for %d naming first %d",
+				from, r.Err(), max(from, 1), segs[2].firstSeq)
+		}
+		r.Close()
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -256,6 +257,21 @@ func (r *Reader) relist() {
 	}
 }
 
+// deletedBefore reports whether the segment whose first record is seq,
+// which the Reader listed but failed to open with err, is gone because
+// the log's front was deleted: it is missing and a later segment is
+// there. first is the first record of the oldest segment left.
+func (r *Reader) deletedBefore(seq uint64, err error) (first uint64, ok bool) {
+	if !errors.Is(err, fs.ErrNotExist) {
+		return 0, false
+	}
+	segs, _, _, lerr := listSegments(r.fsys, r.dir)
+	if lerr != nil || len(segs) == 0 || segs[0].firstSeq <= seq {
+		return 0, false
+	}
+	return segs[0].firstSeq, true
+}
+
 func (r *Reader) corrupt(off int64, err error) error {
 	if d, ok := err.(*frame.Damage); ok && d == &r.dmg {
 		c := *d // r.dmg is reused
@@ -280,6 +296,11 @@ func (r *Reader) openSegment() error {
 	}
 	f, err := r.fsys.OpenFile(filepath.Join(r.dir, s.name), os.O_RDONLY, 0)
 	if err != nil {
+		if first, ok := r.deletedBefore(s.firstSeq, err); ok {
+			// Retention deleted it since the listing, in the process
+			// that writes the log.
+			return &TruncatedError{Seq: max(r.expect, r.from), First: first}
+		}
 		return fmt.Errorf("wal: open %s: %w", s.name, err)
 	}
 	size, err := f.Size()
