@@ -202,6 +202,47 @@ func TestRepairDropsStaleIndex(t *testing.T) {
 	}
 }
 
+// TestOpenCursorPositionDeleted: a cursor from OpenCursor whose committed
+// position retention deleted (Retention.IgnoreCursors) gets a
+// *TruncatedError from Next, as a cursor of the open Log does, until Seek
+// moves it. It used to deliver the first record left as if nothing had
+// been deleted, and its committed position, stuck below the records it
+// delivered, refused their acks once they filled the ack window.
+func TestOpenCursorPositionDeleted(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10, Retention: Retention{IgnoreCursors: true}})
+	c, err := l.Cursor("ship")
+	noErr(t, err)
+	noErr(t, c.Close()) // checkpointed at 1
+	for l.Stats().SegmentsCreated < 4 {
+		appendRecs(t, l, 100)
+	}
+	noErr(t, l.Sync(context.Background()))
+	segs, _, _, err := listSegments(vfs.OS(), dir)
+	noErr(t, err)
+	cut := segs[2].firstSeq
+	noErr(t, l.TruncateFront(cut))
+	noErr(t, l.Close())
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	fc, err := OpenCursor(dir, "ship", nil, nil)
+	noErr(t, err)
+	defer fc.Close()
+	for range 2 { // and again: Next does not move on by itself
+		seq, _, err := fc.Next(ctx)
+		var te *TruncatedError
+		if !errors.As(err, &te) || te.Seq != 1 || te.First != cut {
+			t.Fatalf("Next of a cursor at a deleted record: seq %d, %v; want a *TruncatedError for 1 naming first %d", seq, err, cut)
+		}
+	}
+	noErr(t, fc.Seek(cut))
+	seq, _, err := fc.Next(ctx)
+	if err != nil || seq != cut {
+		t.Fatalf("Next after Seek(%d): %d, %v", cut, seq, err)
+	}
+}
+
 // TestReaderSegmentDeletedAfterListing: a segment that the writer's
 // retention deletes between OpenReader's listing and the Reader's arrival
 // is a *TruncatedError naming the first record left, as for a follower
