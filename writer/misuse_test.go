@@ -547,3 +547,62 @@ func TestReopenFailureKeepsLogging(t *testing.T) {
 		})
 	}
 }
+
+// shortWriter accepts half of every write and reports no error, which
+// io.Writer forbids but writers in the wild do.
+type shortWriter struct{ collectWriter }
+
+func (s *shortWriter) Write(p []byte) (int, error) {
+	s.collectWriter.Write(p[:len(p)/2])
+	return len(p) / 2, nil
+}
+
+// TestShortWriteNotSilent gives each batching writer a sink that writes
+// short without an error. The bytes it did not take must not count as
+// written, and the writer must say so (io.ErrShortWrite), as bufio does;
+// a Ring from NewRing writes the rest instead.
+func TestShortWriteNotSilent(t *testing.T) {
+	rec := []byte("a record that is handed to a short writer\n")
+	for _, tc := range []struct {
+		name string
+		open func(w io.Writer) Writer
+	}{
+		{"buffered", func(w io.Writer) Writer { return NewBuffered(w, 0) }},
+		{"buffered-large", func(w io.Writer) Writer { return NewBuffered(w, MinBufferedSize) }},
+		{"slab", func(w io.Writer) Writer {
+			s, err := NewSlab(w, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+		{"slab-large", func(w io.Writer) Writer {
+			s, err := NewSlab(w, &SlabOptions{SlabSize: 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sink := &shortWriter{}
+			w := tc.open(sink)
+			p := rec
+			if strings.HasSuffix(tc.name, "-large") {
+				p = bytes.Repeat(rec, 200) // larger than the buffer: written directly
+			}
+			_, werr := w.Write(p)
+			cerr := w.Close()
+			if !errors.Is(werr, io.ErrShortWrite) && !errors.Is(cerr, io.ErrShortWrite) {
+				t.Errorf("Write = %v, Close = %v; want io.ErrShortWrite", werr, cerr)
+			}
+			st := w.Stats()
+			if st.WrittenBytes != uint64(len(sink.bytes())) && st.WrittenBytes != 0 {
+				t.Errorf("WrittenBytes %d, the sink took %d", st.WrittenBytes, len(sink.bytes()))
+			}
+			if st.WrittenRecords != 0 {
+				t.Errorf("WrittenRecords %d for a record the sink took half of", st.WrittenRecords)
+			}
+		})
+	}
+}

@@ -95,11 +95,15 @@ type flushCounters struct {
 }
 
 // write writes p, which holds recs whole records, to w in one call, timing
-// it and counting it if it succeeds.
+// it and counting it if it succeeds. A short write without an error
+// (which io.Writer forbids) is io.ErrShortWrite, as in bufio.
 func (c *flushCounters) write(w io.Writer, p []byte, recs uint64) error {
 	start := time.Now()
-	_, err := w.Write(p)
+	n, err := w.Write(p)
 	c.latency.Record(time.Since(start))
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
 	if err != nil {
 		return err
 	}
