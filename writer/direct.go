@@ -36,7 +36,9 @@ func NewDirect(w io.Writer) *Direct {
 }
 
 // Write writes p with one call to the underlying Write. Errors are returned
-// as they are, not made sticky: each record succeeds or fails alone.
+// as they are, not made sticky: each record succeeds or fails alone. A
+// short write without an error (which io.Writer forbids) is
+// io.ErrShortWrite.
 func (d *Direct) Write(p []byte) (int, error) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
@@ -44,6 +46,9 @@ func (d *Direct) Write(p []byte) (int, error) {
 		return 0, ErrClosed
 	}
 	n, err := d.w.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
 	if err == nil {
 		d.records.Add(1)
 		d.bytes.Add(uint64(n))

@@ -557,8 +557,8 @@ func (s *shortWriter) Write(p []byte) (int, error) {
 	return len(p) / 2, nil
 }
 
-// TestShortWriteNotSilent gives each batching writer a sink that writes
-// short without an error. The bytes it did not take must not count as
+// TestShortWriteNotSilent gives Direct and each batching writer a sink that
+// writes short without an error. The bytes it did not take must not count as
 // written, and the writer must say so (io.ErrShortWrite), as bufio does;
 // a Ring from NewRing writes the rest instead.
 func TestShortWriteNotSilent(t *testing.T) {
@@ -567,6 +567,7 @@ func TestShortWriteNotSilent(t *testing.T) {
 		name string
 		open func(w io.Writer) Writer
 	}{
+		{"direct", func(w io.Writer) Writer { return NewDirect(w) }},
 		{"buffered", func(w io.Writer) Writer { return NewBuffered(w, 0) }},
 		{"buffered-large", func(w io.Writer) Writer { return NewBuffered(w, MinBufferedSize) }},
 		{"slab", func(w io.Writer) Writer {
