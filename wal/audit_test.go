@@ -174,7 +174,7 @@ func TestRepairDropsStaleIndex(t *testing.T) {
 	seg := filepath.Join(dir, segmentName(1))
 	b, err := os.ReadFile(seg + idxSuffix)
 	noErr(t, err)
-	seqs, _, err := decodeIndex(b, 1, 1<<30)
+	seqs, _, _, err := decodeIndex(b, 1, 1<<30)
 	noErr(t, err)
 	if len(seqs) < 2 {
 		t.Fatalf("index of %d entries: the test needs one past the cut", len(seqs))
@@ -271,4 +271,101 @@ func TestReaderSegmentDeletedAfterListing(t *testing.T) {
 		}
 		r.Close()
 	}
+}
+
+// embeddingLog writes a log of records that embed a frame of their own
+// seq (embeddingPayload, size bytes) through one segment rotation, then
+// damages record 2 and repairs it with force: the frames after it move.
+// It returns the index file the first segment had before the repair.
+func embeddingLog(t *testing.T, dir string, o *Options, size int) (stale []byte) {
+	t.Helper()
+	l := mustOpen(t, dir, o)
+	for l.Stats().SegmentsCreated < 2 {
+		_, err := l.Append(embeddingPayload(l.NextSeq(), size))
+		noErr(t, err)
+		noErr(t, l.Flush(context.Background()))
+	}
+	noErr(t, l.Close())
+	seg := filepath.Join(dir, segmentName(1))
+	stale, err := os.ReadFile(seg + idxSuffix)
+	noErr(t, err)
+	flipByte(t, seg, headerPage+frame.HeaderSize+int64(size)+frame.HeaderSize+5)
+	_, err = Repair(dir, true, nil)
+	noErr(t, err)
+	return stale
+}
+
+// checkRecordsFrom checks that a Reader of l from each of froms returns
+// record from first, as appended (embeddingPayload).
+func checkRecordsFrom(t *testing.T, l *Log, froms []uint64, size int) {
+	t.Helper()
+	for _, want := range froms {
+		r, err := l.NewReader(want, nil)
+		noErr(t, err)
+		if !r.Next() {
+			t.Fatalf("NewReader(%d): no record: %v", want, r.Err())
+		}
+		if r.Seq() != want || !bytes.Equal(r.Record(), embeddingPayload(want, size)) {
+			t.Fatalf("NewReader(%d) returned record %d of %d bytes %q, not the record appended", want, r.Seq(), len(r.Record()), r.Record())
+		}
+		noErr(t, r.Close())
+	}
+}
+
+// TestIndexOfAnotherLayout: an index file whose entries do not name the
+// frames at their offsets (restored from before a Repair moved them, or
+// copied from another segment) is not used, even where an entry lands on
+// a frame inside a record's payload that has the sequence number sought.
+func TestIndexOfAnotherLayout(t *testing.T) {
+	dir := t.TempDir()
+	const size = 200
+	o := &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10}
+	stale := embeddingLog(t, dir, o, size)
+	idx := filepath.Join(dir, segmentName(1)+idxSuffix)
+	noErr(t, os.WriteFile(idx, stale, 0o644))
+	seqs, _, _, err := decodeIndex(stale, 1, 1<<30)
+	noErr(t, err)
+	l := mustOpen(t, dir, o)
+	defer l.Close()
+	checkRecordsFrom(t, l, seqs[1:], size)
+}
+
+// TestIndexEntryInsidePayload: an index entry that points at a frame
+// carried in a record's payload, with the sequence number it names but
+// not its checksum, sends the Reader to the segment's start; it never
+// returns the carried frame as the record.
+func TestIndexEntryInsidePayload(t *testing.T) {
+	dir := t.TempDir()
+	const size = 200
+	o := &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10}
+	embeddingLog(t, dir, o, size)
+	l := mustOpen(t, dir, o)
+	defer l.Close()
+	// Where each record starts, after the repair.
+	at := map[uint64]int64{}
+	r, err := OpenReader(dir, 0, o)
+	noErr(t, err)
+	for r.Next() {
+		_, off := r.Position()
+		at[r.Seq()] = off
+	}
+	noErr(t, r.Close())
+	r, err = l.NewReader(l.segs.mu.segs[1].firstSeq-1, nil) // walks the first segment's headers
+	noErr(t, err)
+	noErr(t, r.Close())
+	ls := l.segs.mu.segs[0]
+	x := &ls.idx
+	x.mu.Lock()
+	if len(x.seqs) < 3 {
+		x.mu.Unlock()
+		t.Fatalf("%d index entries", len(x.seqs))
+	}
+	var froms []uint64
+	for k := 1; k < len(x.seqs)-1; k++ { // the last is where a walk resumes
+		// Onto the frame record seqs[k] carries: same seq, other checksum.
+		x.offs[k] = at[x.seqs[k]] + frame.HeaderSize + size - 32
+		froms = append(froms, x.seqs[k])
+	}
+	x.mu.Unlock()
+	checkRecordsFrom(t, l, froms, size)
 }

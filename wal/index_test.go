@@ -75,13 +75,13 @@ func TestIndexFile(t *testing.T) {
 // can produce for the segment, and what it accepts re-encodes to the same
 // bytes.
 func FuzzIndexDecode(f *testing.F) {
-	f.Add(encodeIndex([]uint64{1}, []int64{headerPage}), uint64(1), int64(1<<20))
-	f.Add(encodeIndex([]uint64{1, 120, 260}, []int64{headerPage, 20480, 36864}), uint64(1), int64(1<<20))
-	f.Add(encodeIndex([]uint64{5, 4}, []int64{headerPage, 9000}), uint64(5), int64(1<<20))
+	f.Add(encodeIndex([]uint64{1}, []int64{headerPage}, []uint32{0}), uint64(1), int64(1<<20))
+	f.Add(encodeIndex([]uint64{1, 120, 260}, []int64{headerPage, 20480, 36864}, []uint32{0, 7, 0xffffffff}), uint64(1), int64(1<<20))
+	f.Add(encodeIndex([]uint64{5, 4}, []int64{headerPage, 9000}, []uint32{0, 1}), uint64(5), int64(1<<20))
 	f.Add([]byte(_idxMagic), uint64(1), int64(1<<20))
 	f.Add([]byte{}, uint64(0), int64(0))
 	f.Fuzz(func(t *testing.T, b []byte, first uint64, size int64) {
-		seqs, offs, err := decodeIndex(b, first, size)
+		seqs, offs, crcs, err := decodeIndex(b, first, size)
 		if err != nil {
 			return
 		}
@@ -93,7 +93,7 @@ func FuzzIndexDecode(f *testing.F) {
 				t.Fatalf("accepted entries out of order or past the end: %v %v", seqs, offs)
 			}
 		}
-		if got := encodeIndex(seqs, offs); string(got) != string(b) {
+		if got := encodeIndex(seqs, offs, crcs); string(got) != string(b) {
 			t.Fatal("accepted bytes that do not re-encode to themselves")
 		}
 	})

@@ -77,7 +77,7 @@ func (l *Log) NewReader(from uint64, opts *ReaderOptions) (*Reader, error) {
 		r.vis = &l.w.durable
 	}
 	r.cur = segInfo{name: ls.name, firstSeq: ls.firstSeq}
-	r.off, r.expect = ls.seek(l.segs, from, r.vis.Load(), l.maxRec)
+	r.off, r.expect, r.hintCRC = ls.seek(l.segs, from, r.vis.Load(), l.maxRec)
 	r.hinted = r.off != headerPage
 	return r, nil
 }
@@ -112,8 +112,10 @@ type liveState struct {
 	released, window int64
 	// hinted is set while off came from the sparse index and no frame was
 	// read there yet: a wrong hint sends the Reader back to the segment's
-	// start instead of failing.
-	hinted bool
+	// start instead of failing. hintCRC is the checksum field the index
+	// entry says the frame at off has.
+	hinted  bool
+	hintCRC uint32
 	// buf holds a frame read with ReadAt where ls is not mapped, and
 	// hdr its header.
 	buf []byte
@@ -157,7 +159,7 @@ func (r *Reader) nextLive() bool {
 			}
 			continue
 		}
-		if r.fastRecord() {
+		if !r.hinted && r.fastRecord() {
 			if r.seq < r.from {
 				continue
 			}
@@ -166,6 +168,12 @@ func (r *Reader) nextLive() bool {
 		fr, n, err := r.frameAt(r.off)
 		if err == nil && fr.Seq != r.expect {
 			err = &misplacedFrame{Offset: r.off, Err: fmt.Errorf("%v frame has seq %d, want %d", fr.Kind, fr.Seq, r.expect)}
+		}
+		if err == nil && r.hinted && !r.ls.frameIs(r.off, r.expect, r.hintCRC) {
+			// A frame with the right sequence number, but not the one the
+			// index entry names: one inside a record's payload, found
+			// through an index of another segment (see index.go).
+			err = &misplacedFrame{Offset: r.off, Err: errors.New("not the frame the index names")}
 		}
 		if err != nil && r.hinted {
 			// The index pointed at the wrong place: scan from the start.
@@ -255,7 +263,7 @@ func (r *Reader) releaseBehind() {
 // anything else.
 func (r *Reader) quick() bool {
 	ls := r.ls
-	if ls == nil || r.done || r.gap != nil || r.expect < r.from || r.off-r.released >= r.window {
+	if ls == nil || r.done || r.gap != nil || r.hinted || r.expect < r.from || r.off-r.released >= r.window {
 		return false
 	}
 	if r.vis != nil && r.expect >= r.vis.Load() {
@@ -574,7 +582,7 @@ func (r *Reader) position(seg string, off int64) error {
 	default:
 		// Records before r.expect were returned already: skip them again.
 		r.from = max(r.from, r.expect)
-		r.off, r.expect = ls.seek(r.tab, r.expect, ^uint64(0), r.maxRec)
+		r.off, r.expect, r.hintCRC = ls.seek(r.tab, r.expect, ^uint64(0), r.maxRec)
 		r.hinted = r.off != headerPage
 	}
 	return nil

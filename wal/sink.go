@@ -287,7 +287,7 @@ func (w *segWriter) walk(p []byte, pos uint64) (n int, rotate bool, err error) {
 		w.inFrame = false
 		if w.live != nil {
 			if off := w.fileOff(w.frameStart); off-w.indexed >= _indexEvery {
-				w.live.note(w.frameSeq, off)
+				w.live.note(w.frameSeq, off, binary.LittleEndian.Uint32(w.hdr[0:4]))
 				w.indexed = off
 			}
 		}

@@ -338,6 +338,10 @@ type segIndex struct {
 	mu   sync.Mutex
 	seqs []uint64 // Protected by mu.
 	offs []int64  // Protected by mu.
+	// crcs[i] is the checksum field of the frame at offs[i] (0 for the
+	// first entry, the start of the data): a Reader positioned at an entry
+	// checks that the frame there has it (see frameIs). Protected by mu.
+	crcs []uint32
 	// The walk resumes at offset off, whose frame should have seq.
 	// Protected by mu.
 	off     int64
@@ -346,30 +350,46 @@ type segIndex struct {
 	stuck   bool // the walk met a header it cannot follow
 }
 
-// note records, for the flusher, that the frame of record seq starts at
-// off: it becomes an index entry, and the walk resumes there, if it lies
-// past the walk. The segWriter calls it every _indexEvery bytes, so
-// positioning in a segment this Log wrote walks at most that far.
-func (s *liveSeg) note(seq uint64, off int64) {
+// note records, for the flusher, that the frame of record seq, whose
+// checksum field is crc, starts at off: it becomes an index entry, and the
+// walk resumes there, if it lies past the walk. The segWriter calls it
+// every _indexEvery bytes, so positioning in a segment this Log wrote
+// walks at most that far.
+func (s *liveSeg) note(seq uint64, off int64, crc uint32) {
 	x := &s.idx
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if !x.started {
-		x.started, x.off, x.seq = true, headerPage, s.firstSeq
-		x.seqs, x.offs = append(x.seqs, s.firstSeq), append(x.offs, headerPage)
+		x.start(s.firstSeq)
 	}
 	if x.stuck || seq <= x.seq || off <= x.off {
 		return
 	}
-	x.seqs, x.offs = append(x.seqs, seq), append(x.offs, off)
+	x.seqs, x.offs, x.crcs = append(x.seqs, seq), append(x.offs, off), append(x.crcs, crc)
 	x.off, x.seq = off, seq
 }
 
-// seek returns the offset and sequence number of an indexed frame at or
-// before the first record >= target, walking the headers of records
-// below limit (the visible ones) as far as needed. REQUIRES: a reference
-// to s is held.
-func (s *liveSeg) seek(t *segTable, target, limit uint64, maxRec int) (int64, uint64) {
+// start starts the index of a segment whose first record is first with
+// its first entry, the start of the data. REQUIRES: x.mu held.
+func (x *segIndex) start(first uint64) {
+	x.started, x.off, x.seq = true, headerPage, first
+	x.seqs, x.offs, x.crcs = append(x.seqs, first), append(x.offs, headerPage), append(x.crcs, 0)
+}
+
+// frameIs reports whether the frame header at off of s has sequence
+// number seq and checksum field crc. REQUIRES: a reference to s held.
+func (s *liveSeg) frameIs(off int64, seq uint64, crc uint32) bool {
+	var hdr [frame.HeaderSize]byte
+	b, ok := s.peek(hdr[:], off)
+	return ok && binary.LittleEndian.Uint32(b[0:4]) == crc && binary.LittleEndian.Uint64(b[8:16]) == seq
+}
+
+// seek returns the offset, sequence number and checksum field of an
+// indexed frame at or before the first record >= target, walking the
+// headers of records below limit (the visible ones) as far as needed.
+// The checksum field is 0 for the start of the data. REQUIRES: a
+// reference to s is held.
+func (s *liveSeg) seek(t *segTable, target, limit uint64, maxRec int) (int64, uint64, uint32) {
 	x := &s.idx
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -379,8 +399,7 @@ func (s *liveSeg) seek(t *segTable, target, limit uint64, maxRec int) (int64, ui
 		}
 	}
 	if !x.started {
-		x.started, x.off, x.seq = true, headerPage, s.firstSeq
-		x.seqs, x.offs = append(x.seqs, s.firstSeq), append(x.offs, headerPage)
+		x.start(s.firstSeq)
 	}
 	if end := s.end.Load(); end != 0 {
 		limit = min(limit, end)
@@ -419,14 +438,14 @@ func (s *liveSeg) seek(t *segTable, target, limit uint64, maxRec int) (int64, ui
 			break
 		}
 		if x.off-lastOff >= _indexEvery {
-			x.seqs, x.offs = append(x.seqs, x.seq), append(x.offs, x.off)
+			x.seqs, x.offs, x.crcs = append(x.seqs, x.seq), append(x.offs, x.off), append(x.crcs, binary.LittleEndian.Uint32(b[0:4]))
 			lastOff = x.off
 		}
 		x.off += int64(frame.HeaderSize + length)
 		x.seq = next
 	}
-	k := sort.Search(len(x.seqs), func(i int) bool { return x.seqs[i] > target }) - 1
-	return x.offs[max(k, 0)], x.seqs[max(k, 0)]
+	k := max(sort.Search(len(x.seqs), func(i int) bool { return x.seqs[i] > target })-1, 0)
+	return x.offs[k], x.seqs[k], x.crcs[k]
 }
 
 // peek returns len(buf) bytes of s at off: a slice of the mapping, or buf
