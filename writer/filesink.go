@@ -34,6 +34,15 @@ type fileSink struct {
 }
 
 func openFileSink(fsys vfs.FS, path string, perm os.FileMode) (*fileSink, error) {
+	// The path is looked at before it is opened: once open, the file may
+	// be renamed away (logrotate) and the path name nothing, or another
+	// file. A missing file is created, and is a regular one.
+	special := false
+	if st, err := fsys.Stat(path); err == nil {
+		special = !st.Mode().IsRegular()
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("writer: %w", err)
+	}
 	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE, perm)
 	if err != nil {
 		return nil, fmt.Errorf("writer: %w", err)
@@ -42,12 +51,7 @@ func openFileSink(fsys vfs.FS, path string, perm os.FileMode) (*fileSink, error)
 		f.Close()
 		return nil, fmt.Errorf("writer: %w", err)
 	}
-	st, err := fsys.Stat(path)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("writer: %w", err)
-	}
-	if !st.Mode().IsRegular() {
+	if special {
 		return &fileSink{f: f, special: true}, nil
 	}
 	size, err := f.Size()

@@ -20,10 +20,12 @@ import (
 // Tests of misuse and of odd but legal sequences: calls racing each other
 // at the worst moment, files changed underneath a writer.
 
-// hookFS is an FS whose files call beforeSync at the start of every Sync
-// and afterClose at the end of every Close (either may be nil).
+// hookFS is an FS that calls afterOpen after every OpenFile that
+// succeeded, and whose files call beforeSync at the start of every Sync
+// and afterClose at the end of every Close (any may be nil).
 type hookFS struct {
 	vfs.FS
+	afterOpen  func(name string)
 	beforeSync func(f vfs.File)
 	afterClose func(f vfs.File)
 }
@@ -32,6 +34,9 @@ func (h *hookFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, er
 	f, err := h.FS.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
+	}
+	if h.afterOpen != nil {
+		h.afterOpen(name)
 	}
 	return &hookFile{File: f, fs: h}, nil
 }
@@ -603,6 +608,76 @@ func TestShortWriteNotSilent(t *testing.T) {
 			}
 			if st.WrittenRecords != 0 {
 				t.Errorf("WrittenRecords %d for a record the sink took half of", st.WrittenRecords)
+			}
+		})
+	}
+}
+
+// TestRenameDuringSwitch renames the file away (logrotate, run besides the
+// built-in rotation) at the worst moment of a switch to a new file: just
+// after the Ring opened it. The file is the Ring's all the same, and the
+// Ring must go on writing to it, not fail for good because the path no
+// longer names it.
+func TestRenameDuringSwitch(t *testing.T) {
+	for _, reopen := range []bool{false, true} {
+		t.Run(fmt.Sprint("reopen=", reopen), func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "app.log")
+			var armed atomic.Bool
+			fsys := &hookFS{FS: vfs.OS(), afterOpen: func(name string) {
+				if name == path && armed.CompareAndSwap(true, false) {
+					if err := os.Rename(path, path+".moved"); err != nil {
+						t.Error(err)
+					}
+				}
+			}}
+			r, err := OpenFile(path, &RingOptions{Size: 64 << 10, Rotate: &Rotate{MaxBytes: MinRotateBytes}, fsys: fsys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			all := writeUntilRotated(t, r, 1, nil)
+			armed.Store(true)
+			if reopen {
+				if err := os.Rename(path, path+".1"); err != nil {
+					t.Fatal(err)
+				}
+				if err := r.Reopen(); err != nil {
+					t.Fatalf("Reopen = %v", err)
+				}
+			} else {
+				all = writeUntilRotated(t, r, 2, all)
+			}
+			if armed.Load() {
+				t.Fatal("the switch opened no file")
+			}
+			line := []byte("after the switch\n")
+			mustWrite(t, r, line)
+			all = append(all, line...)
+			if err := r.Close(); err != nil {
+				t.Fatalf("Close = %v", err)
+			}
+			// Every record is in one of the files, once: the backups
+			// (their names sort by age), then the renamed ones.
+			ents, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, e := range ents {
+				if _, ok := backupTime(path, e.Name(), false); ok {
+					names = append(names, e.Name())
+				}
+			}
+			names = append(names, filepath.Base(path)+".1", filepath.Base(path)+".moved", filepath.Base(path))
+			var got []byte
+			for _, name := range names {
+				if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
+					got = append(got, b...)
+				}
+			}
+			if !bytes.Equal(got, all) {
+				t.Errorf("files %v hold %d bytes, want the %d written", names, len(got), len(all))
 			}
 		})
 	}
