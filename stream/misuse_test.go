@@ -350,3 +350,32 @@ func TestIdleCloseKeepsFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestDirRemovedWhileOpen: a stream whose directory is removed outside the
+// store while its log is open is found by the janitor's next pass: from
+// then on its calls fail naming the directory, instead of acknowledging
+// records written into files no one can open again.
+func TestDirRemovedWhileOpen(t *testing.T) {
+	dir := t.TempDir()
+	st := mustOpen(t, dir, &Options{IdleTimeout: -1}) // the test makes the janitor's pass
+	defer st.Close()
+	s, err := st.Create("s", nil)
+	noErr(t, err)
+	g, err := s.Group("g", nil)
+	noErr(t, err)
+	seq, err := s.Publish([]byte("x"))
+	noErr(t, err)
+	noErr(t, s.WaitDurable(context.Background(), seq))
+	sdir := filepath.Join(dir, _streamsDir, "s")
+	noErr(t, os.RemoveAll(sdir))
+	s.checkDir()
+	if _, err := s.Publish([]byte("y")); err == nil || !strings.Contains(err.Error(), sdir) {
+		t.Fatalf("Publish after the stream's directory was removed = %v, want an error naming %s", err, sdir)
+	}
+	if _, err := g.Next(context.Background(), nil); err == nil || !strings.Contains(err.Error(), sdir) {
+		t.Fatalf("Next after the stream's directory was removed = %v, want an error naming %s", err, sdir)
+	}
+	noErr(t, st.Delete("s"))
+	_, err = st.Create("s", nil)
+	noErr(t, err)
+}

@@ -513,7 +513,8 @@ func (st *Store) Close() error {
 
 // janitor closes idle streams' logs every IdleTimeout/2: a stream not used
 // for two periods in a row, with no group open, is closed (see
-// Stream.closeIdle).
+// Stream.closeIdle). It shuts a stream whose directory was removed
+// outside the store (see Stream.checkDir).
 func (st *Store) janitor() {
 	defer close(st.done)
 	if st.opts.IdleTimeout < 0 {
@@ -535,6 +536,7 @@ func (st *Store) janitor() {
 		}
 		st.mu.Unlock()
 		for _, s := range streams {
+			s.checkDir()
 			s.closeIdle()
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -36,8 +37,9 @@ type Stream struct {
 	mu struct {
 		sync.Mutex
 		groups map[string]*Group // open groups. Protected by mu.
-		// err is set when the stream is shut: ErrClosed (Store.Close) or
-		// errDeleted, or when closing its idle log failed. Protected by mu.
+		// err is set when the stream is shut: ErrClosed (Store.Close),
+		// errDeleted, or its directory removed outside the store; or when
+		// closing its idle log failed. Protected by mu.
 		err error
 		// idle counts the janitor's consecutive periods without use.
 		idle int
@@ -274,6 +276,25 @@ func scan(r *wal.Reader, from, end uint64, fn func(seq uint64, rec []byte) error
 		}
 	}
 	return nil
+}
+
+// checkDir shuts a stream whose log is open and whose directory was
+// removed outside the store: its log writes into files no one can open
+// again, so every later call fails, naming the directory. The janitor
+// calls it every period.
+func (s *Stream) checkDir() {
+	if s.cur.Load() == nil {
+		return // a log opened again checks first
+	}
+	if _, err := s.st.fsys.Stat(filepath.Join(s.dir, _streamFile)); !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	// Under the store's lock, as Delete shuts a stream: never both at once.
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	if s.st.mu.streams[s.name] == s {
+		_ = s.shut(fmt.Errorf("its directory %s was removed outside the store: records published since may be lost", s.dir))
+	}
 }
 
 // closeIdle closes the log of a stream the janitor found unused for two
