@@ -183,6 +183,19 @@ func Open(path string, o *Options) (*Log, error) {
 }
 
 func (l *Log) open() error {
+	// Refuse a path that is not a log before creating PATH.lock beside
+	// it. File 0 is created whole (renamed into place) and its header
+	// page never changes, so what this finds holds under the lock too.
+	// (O_RDWR, as joinFile0 opens it: opening a FIFO so does not block.)
+	if f, err := os.OpenFile(l.path, os.O_RDWR, 0); err == nil {
+		_, err := checkFile0(f, l.path)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("shmlog: open: %w", err)
+	}
 	lockf, err := os.OpenFile(l.path+".lock", os.O_RDWR|os.O_CREATE, l.o.Perm)
 	if err != nil {
 		return fmt.Errorf("shmlog: open: %w", err)
@@ -242,19 +255,36 @@ func joinFile0(path string, tryAlone bool) (f *os.File, h header, p params, alon
 	return f, h, p, alone, err
 }
 
-// readFile0 checks file 0's header and maps its header page.
-func readFile0(f *os.File, path string) (header, params, error) {
+// checkFile0 checks that f, opened at path, is a regular file whose header
+// page is that of file 0 of a log.
+func checkFile0(f *os.File, path string) (params, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return params{}, fmt.Errorf("shmlog: open: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return params{}, fmt.Errorf("shmlog: %s: not a regular file (mode %v), so not a shared-memory log", path, fi.Mode())
+	}
 	b := make([]byte, _hdrSize)
 	n, err := f.ReadAt(b, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return header{}, params{}, fmt.Errorf("shmlog: read header: %w", err)
+		return params{}, fmt.Errorf("shmlog: read header: %w", err)
 	}
 	p, err := decodeHeader(path, b[:n])
 	if err != nil {
-		return header{}, params{}, err
+		return params{}, err
 	}
 	if p.index != 0 {
-		return header{}, params{}, corrupt(path, _offIndex, fmt.Errorf("%w: file 0 says it is file %d", ErrHeader, p.index))
+		return params{}, corrupt(path, _offIndex, fmt.Errorf("%w: file 0 says it is file %d", ErrHeader, p.index))
+	}
+	return p, nil
+}
+
+// readFile0 checks file 0's header and maps its header page.
+func readFile0(f *os.File, path string) (header, params, error) {
+	p, err := checkFile0(f, path)
+	if err != nil {
+		return header{}, params{}, err
 	}
 	m, err := sys.Mmap(f, 0, _hdrSize, true)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -574,5 +575,51 @@ func TestReaderFromNotABoundary(t *testing.T) {
 	}
 	if err := res.Commit(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOpenNotALog: Open of a path that exists but is not a shared-memory
+// log (a foreign file, a directory, a FIFO) fails naming the path, and
+// leaves nothing behind: no PATH.lock beside a file it does not own.
+func TestOpenNotALog(t *testing.T) {
+	dir := t.TempDir()
+	foreign := filepath.Join(dir, "00000000000000000001.seg")
+	walHdr := make([]byte, shmlog.HeaderSize)
+	frame.PutFileHeader(walHdr, frame.FileHeader{Kind: frame.FileWAL})
+	if err := os.WriteFile(foreign, walHdr, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(text, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{foreign, text, sub, fifo} {
+		l, err := shmlog.Open(path, nil)
+		if err == nil {
+			l.Close()
+			t.Errorf("Open(%s) succeeded", path)
+		} else if !strings.Contains(err.Error(), path) {
+			t.Errorf("Open(%s): %v does not name the path", path, err)
+		}
+		if _, err := os.Lstat(path + ".lock"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("Open(%s) left %s.lock (%v)", path, path, err)
+		}
+		if r, err := shmlog.OpenReader(path, nil); err == nil {
+			r.Close()
+			t.Errorf("OpenReader(%s) succeeded", path)
+		} else if !strings.Contains(err.Error(), path) {
+			t.Errorf("OpenReader(%s): %v does not name the path", path, err)
+		}
+	}
+	if _, err := shmlog.Verify(fifo, nil); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("Verify of a FIFO: %v", err)
 	}
 }
