@@ -81,6 +81,13 @@ func putHeader(b []byte, p params) {
 // It never panics.
 func decodeHeader(name string, b []byte) (params, error) {
 	if len(b) < _hdrSize {
+		// A short file is a truncated log only if what it holds could
+		// start one.
+		var page [_hdrSize]byte
+		copy(page[:], b)
+		if _, err := frame.DecodeFileHeader(page[:]); len(b) > 0 && errors.Is(err, frame.ErrBadMagic) {
+			return params{}, corrupt(name, 0, err)
+		}
 		return params{}, corrupt(name, int64(len(b)), fmt.Errorf("%w: %d bytes, shorter than the %d-byte header page", ErrTruncated, len(b), _hdrSize))
 	}
 	h, err := frame.DecodeFileHeader(b)

@@ -51,6 +51,8 @@ func TestMisuse(t *testing.T) {
 		{"truncated header", valid[:100], 100, shmlog.ErrTruncated},
 		{"truncated data", patch(256, 0, 0, 1), 4096, shmlog.ErrTruncated}, // tail 64 KiB, file cut below
 		{"empty", nil, 0, shmlog.ErrTruncated},
+		{"short foreign", []byte("hello\n"), 0, frame.ErrBadMagic}, // not a truncated log
+		{"short wal", walHdr[:100], 100, shmlog.ErrTruncated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := logPath(t)
