@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -368,4 +369,65 @@ func TestIndexEntryInsidePayload(t *testing.T) {
 	}
 	x.mu.Unlock()
 	checkRecordsFrom(t, l, froms, size)
+}
+
+// TestRepairDoesNotTakeACarriedFrame: a forced Repair of a record whose
+// payload is damaged cuts that record and records it as a gap. It used to
+// resume at the first frame that decoded after the damage, which, in a
+// record that carries a frame of its own sequence number, was the
+// carried frame: record 2 came back as its last 32 bytes' payload, with
+// no gap reported.
+func TestRepairDoesNotTakeACarriedFrame(t *testing.T) {
+	for _, last := range []bool{false, true} {
+		t.Run(fmt.Sprintf("last=%v", last), func(t *testing.T) {
+			dir := t.TempDir()
+			const size = 200
+			o := &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10}
+			l := mustOpen(t, dir, o)
+			for l.Stats().SegmentsCreated < 2 {
+				_, err := l.Append(embeddingPayload(l.NextSeq(), size))
+				noErr(t, err)
+				noErr(t, l.Flush(context.Background()))
+			}
+			noErr(t, l.Close())
+			bad := uint64(2) // the damaged record
+			if last {
+				// The last record of the sealed segment: its footer follows.
+				r, err := OpenReader(dir, 0, o)
+				noErr(t, err)
+				for r.Next() && r.cur.name == segmentName(1) {
+					bad = r.Seq()
+				}
+				noErr(t, r.Close())
+			}
+			off := int64(headerPage) + int64(bad-1)*(frame.HeaderSize+size) + frame.HeaderSize + 5
+			flipByte(t, filepath.Join(dir, segmentName(1)), off)
+			rep, err := Repair(dir, true, nil)
+			noErr(t, err)
+			if len(rep.Gaps) != 1 || rep.Gaps[0].First != bad || rep.Gaps[0].End != bad+1 {
+				t.Fatalf("repair recorded gaps %+v, want record %d alone", rep.Gaps, bad)
+			}
+			r, err := OpenReader(dir, 0, o)
+			noErr(t, err)
+			defer r.Close()
+			for want := uint64(1); ; want++ {
+				if want == bad {
+					if r.Next() || !IsGap(r.Err()) {
+						t.Fatalf("at %d: record %d %q, %v; want the gap", want, r.Seq(), r.Record(), r.Err())
+					}
+					continue
+				}
+				if !r.Next() {
+					noErr(t, r.Err())
+					if want < bad+2 {
+						t.Fatalf("log ends before %d", want)
+					}
+					break
+				}
+				if r.Seq() != want || !bytes.Equal(r.Record(), embeddingPayload(want, size)) {
+					t.Fatalf("record %d: %d bytes %q, not as appended", r.Seq(), len(r.Record()), r.Record())
+				}
+			}
+		})
+	}
 }

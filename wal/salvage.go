@@ -235,7 +235,10 @@ func salvageSegment(o *Options, dir string, s segInfo, tail bool, nextFirst uint
 			b.cuts = append(b.cuts, [2]int64{pos, end})
 			break
 		}
-		q, seq, ok := resync(data, pos, expect, s.firstSeq, o.MaxRecordSize)
+		q, seq, ok := skipRecord(data, pos, expect, s.firstSeq, o.MaxRecordSize)
+		if !ok {
+			q, seq, ok = resync(data, pos, expect, s.firstSeq, o.MaxRecordSize)
+		}
 		if !ok {
 			b.cuts = append(b.cuts, [2]int64{pos, end})
 			break
@@ -296,6 +299,43 @@ func salvageSegment(o *Options, dir string, s segInfo, tail bool, nextFirst uint
 		}
 	}
 	return expect, nil
+}
+
+// skipRecord handles damage confined to one record: the header at pos is
+// that of record expect, and right after the payload its length gives, a
+// frame decodes that continues the segment (record or gap expect+1, or
+// the footer). It returns that frame's position and the sequence number
+// it starts at. Without it, resync would take the first frame that
+// decodes inside the damaged record's payload, and a record that carries
+// a frame of its own sequence number (a log of logs) would be replaced by
+// the frame it carries, with no gap recorded.
+func skipRecord(data []byte, pos int64, expect, segFirst uint64, maxRec int) (int64, uint64, bool) {
+	if pos+frame.HeaderSize > int64(len(data)) {
+		return 0, 0, false
+	}
+	h := data[pos : pos+frame.HeaderSize]
+	word := binary.LittleEndian.Uint32(h[4:8])
+	length := int64(word & frame.MaxPayload)
+	if frame.Kind(word>>30) != frame.KindRecord || length > int64(maxRec) || binary.LittleEndian.Uint64(h[8:16]) != expect {
+		return 0, 0, false
+	}
+	q := pos + frame.HeaderSize + length
+	if q >= int64(len(data)) {
+		return 0, 0, false
+	}
+	fr, n, err := frame.Decode(data[q:])
+	if err != nil {
+		return 0, 0, false
+	}
+	if _, gap := decodeGap(fr); (fr.Kind == frame.KindRecord || gap) && fr.Seq == expect+1 {
+		return q, fr.Seq, true
+	}
+	if fr.Kind == frame.KindFooter {
+		if ft, err := frame.DecodeFooter(data[q : q+int64(n)]); err == nil && ft.FirstSeq == segFirst && ft.DataEnd == q && ft.FirstSeq+ft.Count == expect+1 {
+			return q, expect + 1, true
+		}
+	}
+	return 0, 0, false
 }
 
 // resync looks for the first position after pos where a frame decodes with

@@ -109,7 +109,10 @@ func (r *RepairReport) CutBytes() int64 {
 // With force it repairs every damaged place and keeps every intact record.
 // It cuts only the damaged byte ranges: from the first byte that does not
 // decode (or decodes out of sequence) up to the next frame that decodes
-// with the right checksum and a plausible sequence number. It records the
+// with the right checksum and a plausible sequence number; where the
+// damage is inside one record, whose header still names it and is
+// followed by an intact frame, up to that frame (never to a frame carried
+// in the damaged record's payload). It records the
 // sequence numbers lost there as a gap in the log (see GapError), so that
 // readers, Verify and Open see the loss instead of a hole. A missing
 // segment becomes a small segment holding only a gap; a damaged header or
