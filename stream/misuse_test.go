@@ -379,3 +379,35 @@ func TestDirRemovedWhileOpen(t *testing.T) {
 	_, err = st.Create("s", nil)
 	noErr(t, err)
 }
+
+// TestErrorsNameStream: an error of a stream's log says which stream, and
+// still matches the wal's sentinel; fn's error from Scan comes back as is.
+func TestErrorsNameStream(t *testing.T) {
+	st := mustOpen(t, t.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("orders", nil)
+	noErr(t, err)
+	check := func(what string, err, want error) {
+		t.Helper()
+		if !errors.Is(err, want) || !strings.Contains(err.Error(), `stream "orders"`) {
+			t.Errorf("%s = %v, want %v naming stream \"orders\"", what, err, want)
+		}
+	}
+	_, err = s.Publish(make([]byte, DefaultMaxRecordSize+1))
+	check("Publish of a record too large", err, wal.ErrTooLarge)
+	_, err = s.PublishBatch([][]byte{{1}, make([]byte, DefaultMaxRecordSize+1)})
+	check("PublishBatch with a record too large", err, wal.ErrTooLarge)
+	check("WaitDurable of a record never published", s.WaitDurable(context.Background(), 10), wal.ErrNotAppended)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	seq, err := s.Publish([]byte("x"))
+	noErr(t, err)
+	if err := s.WaitDurable(ctx, seq); err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitDurable with a cancelled context = %v", err)
+	}
+	check("Scan from past the end", s.Scan(100, func(uint64, []byte) error { return nil }), wal.ErrNotAppended)
+	stop := errors.New("stop")
+	if err := s.Scan(0, func(uint64, []byte) error { return stop }); err != stop {
+		t.Errorf("Scan with a failing fn = %v, want fn's error as is", err)
+	}
+}

@@ -124,17 +124,20 @@ func (s *Stream) retry(l *wal.Log, err error) bool {
 	return s.mu.err == nil && s.cur.Load() != l
 }
 
-// mapErr turns wal.ErrClosed from a shut stream into the stream's error.
+// mapErr names the stream in an error of its log, and turns wal.ErrClosed
+// from a shut stream into the stream's error.
 func (s *Stream) mapErr(err error) error {
-	if err == nil || !errors.Is(err, wal.ErrClosed) {
-		return err
+	if err == nil {
+		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.err != nil {
-		return s.wrapErr(s.mu.err)
+	if errors.Is(err, wal.ErrClosed) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.mu.err != nil {
+			return s.wrapErr(s.mu.err)
+		}
 	}
-	return err
+	return s.wrapErr(err)
 }
 
 // Publish appends p to the stream and returns its sequence number. It
@@ -241,14 +244,19 @@ func (s *Stream) Scan(from uint64, fn func(seq uint64, rec []byte) error) error 
 			}
 			return s.mapErr(err)
 		}
+		var fnErr error
 		err = scan(r, from, end, func(seq uint64, rec []byte) error {
 			if seq%4096 == 0 {
 				s.used.Store(true) // a long scan keeps the stream from idling
 			}
 			from = seq + 1
-			return fn(seq, rec)
+			fnErr = fn(seq, rec)
+			return fnErr
 		})
 		r.Close()
+		if fnErr != nil {
+			return fnErr
+		}
 		if err != nil && s.retry(l, err) {
 			continue // closed while idle: go on from where it was
 		}
