@@ -8,12 +8,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 	_ "time/tzdata" // America/New_York wherever the test runs
 
+	"github.com/appendlog/appendlog/internal/payload"
 	"github.com/appendlog/appendlog/internal/vfs"
 )
 
@@ -680,5 +682,53 @@ func TestRenameDuringSwitch(t *testing.T) {
 				t.Errorf("files %v hold %d bytes, want the %d written", names, len(got), len(all))
 			}
 		})
+	}
+}
+
+// TestDropDuringCloseIsMarked: with Drop and DropMarkers, Close writes a
+// final marker for the drops not yet reported, and waits for room for it
+// in a full ring. A Write made meanwhile must not drop its record after
+// Close took the count for that marker, where no marker would ever report
+// it: it returns ErrClosed. Once closed, the markers report every drop.
+func TestDropDuringCloseIsMarked(t *testing.T) {
+	g := &gateWriter{open: make(chan struct{})}
+	r, err := NewRing(g, &RingOptions{Size: 64 << 10, Full: Drop, DropMarkers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec []byte
+	c := 0
+	for ; r.Stats().DroppedRecords < 10; c++ {
+		rec = appendRecord(rec[:0], 0, c)
+		mustWrite(t, r, rec)
+	}
+	// Fill the ring to the last byte that a smallest record can take:
+	// then not even the final marker fits.
+	for d := r.Stats().DroppedRecords; r.Stats().DroppedRecords == d; c++ {
+		rec, _ = payload.Append(rec[:0], 0, uint64(c), payload.MinSize)
+		mustWrite(t, r, rec)
+	}
+	closeErr := make(chan error, 1)
+	go func() { closeErr <- r.Close() }()
+	for !r.closed.Load() {
+		runtime.Gosched()
+	}
+	// Close is under way, and cannot finish before the sink takes bytes.
+	for range 10 {
+		rec = appendRecord(rec[:0], 0, c)
+		c++
+		if _, err := r.Write(rec); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Write during Close = %v, want ErrClosed", err)
+		}
+	}
+	close(g.open)
+	if err := <-closeErr; err != nil {
+		t.Fatal(err)
+	}
+	st := r.Stats()
+	res := verifyRecords(t, g.bytes(), 1, false, true, nil)
+	if res.markedDrops != st.DroppedRecords || st.Records != st.WrittenRecords+st.DroppedRecords {
+		t.Errorf("markers report %d drops; stats: %d accepted, %d written, %d dropped",
+			res.markedDrops, st.Records, st.WrittenRecords, st.DroppedRecords)
 	}
 }

@@ -479,7 +479,9 @@ func (r *Ring) Write(p []byte) (int, error) {
 // retries, waits or drops.
 func (r *Ring) write(p []byte) (int, error) {
 	n := len(p)
-	if n == 0 {
+	if n == 0 || r.closed.Load() {
+		// After Close began, no record is dropped: a drop it did not
+		// see before its final marker would go unreported.
 		return 0, r.state()
 	}
 	var (
