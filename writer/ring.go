@@ -137,8 +137,9 @@ type RingOptions struct {
 	// every error met syncing, compressing or pruning rotated files, on
 	// the goroutines that do that, and with a rotation's finding that
 	// another program deleted or renamed the file, on the flusher
-	// goroutine. It must not call the Ring's Flush, Sync, Reopen or
-	// Close, and should return quickly.
+	// goroutine: calls may come from several goroutines at once. It must
+	// not call the Ring's Flush, Sync, Reopen or Close, and should return
+	// quickly.
 	OnError func(error)
 	// RetryBackoff and RetryMaxBackoff: defaults DefaultRetryBackoff and
 	// DefaultRetryMaxBackoff.
@@ -675,8 +676,10 @@ func (r *Ring) Close() error {
 // CloseContext returns the sink's error. A sink that is making progress is
 // not interrupted, but a write blocked in a sink with SetWriteDeadline (a
 // net.Conn whose peer stopped reading) is: the deadline is set in the past,
-// and left so, to make the write return. A nil ctx is refused
-// (ErrNilContext) and leaves the Ring open.
+// and left so, to make the write return. A write blocked in any other sink
+// (an io.Writer without SetWriteDeadline, a file on a hung disk) holds
+// CloseContext until it returns. A nil ctx is refused (ErrNilContext) and
+// leaves the Ring open.
 func (r *Ring) CloseContext(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext("Ring.CloseContext")

@@ -32,7 +32,9 @@ var (
 // Use it where a program would call os.Exit or log.Fatal: deferred calls do
 // not run on os.Exit, so records still buffered in a Ring would be lost. A
 // Close error is reported on os.Stderr, since there is no caller left to
-// return it to. Each Ring waits for its sink at most its CloseTimeout.
+// return it to. Each Ring lets a failing sink retry at most its
+// CloseTimeout; a write blocked in a sink that has no write deadline (see
+// Ring.CloseContext) holds Exit until it returns.
 //
 //	logger.Print("cannot continue: ", err)
 //	writer.Exit(1, ring) // instead of log.Fatal
