@@ -431,3 +431,30 @@ func TestRepairDoesNotTakeACarriedFrame(t *testing.T) {
 		})
 	}
 }
+
+// TestOverlappingSegmentNamed: a file named like a segment whose first
+// sequence number lies inside the records of the segment before it (a
+// copy, another log's segment) is refused as an overlap, not reported as
+// a missing segment.
+func TestOverlappingSegmentNamed(t *testing.T) {
+	dir := t.TempDir()
+	segs := buildLog(t, dir, 1000)
+	if len(segs) < 3 {
+		t.Fatalf("%d segments", len(segs))
+	}
+	first, _ := parseSegmentName(segs[1])
+	b, err := os.ReadFile(filepath.Join(dir, segs[1]))
+	noErr(t, err)
+	// The second segment again, under a name inside the first's records.
+	noErr(t, os.WriteFile(filepath.Join(dir, segmentName(first-5)), b, 0o644))
+	check := func(what string, err error) {
+		t.Helper()
+		if !IsCorrupt(err) || !strings.Contains(err.Error(), "overlap") || !strings.Contains(err.Error(), segmentName(first-5)) {
+			t.Fatalf("%s: %v, want a *CorruptionError naming the overlap", what, err)
+		}
+	}
+	_, err = Open(dir, nil)
+	check("Open", err)
+	_, err = Verify(dir, nil)
+	check("Verify", err)
+}

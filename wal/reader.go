@@ -292,7 +292,7 @@ func (r *Reader) openSegment() error {
 		if r.i > 0 {
 			prev = r.segs[r.i-1].name
 		}
-		return r.corrupt(0, fmt.Errorf("gap in the log: %s ends before seq %d, but the next segment starts at seq %d (a segment is missing)", prev, r.expect, s.firstSeq))
+		return r.corrupt(0, chainError(prev, r.expect, s.firstSeq))
 	}
 	f, err := r.fsys.OpenFile(filepath.Join(r.dir, s.name), os.O_RDONLY, 0)
 	if err != nil {

@@ -73,7 +73,7 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 			if i > 0 {
 				prev = segs[i-1].name
 			}
-			return nil, rec, corrupt(s.name, 0, fmt.Errorf("gap in the log: %s ends before seq %d, but the next segment starts at seq %d (a segment is missing)", prev, next, s.firstSeq))
+			return nil, rec, corrupt(s.name, 0, chainError(prev, next, s.firstSeq))
 		}
 		if i < len(segs)-1 {
 			// A segment with a successor was sealed and synced before the
@@ -106,6 +106,16 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 	rec.NextSeq = w.nextSeq
 	rec.TailSegment = w.name
 	return w, rec, nil
+}
+
+// chainError describes a segment whose first sequence number, first, is
+// not next, the one after the records of prev (a segment, or the log's
+// start).
+func chainError(prev string, next, first uint64) error {
+	if first < next {
+		return fmt.Errorf("segments overlap: %s holds records up to seq %d, but the next segment starts at seq %d (a segment of another log, or a copy?)", prev, next-1, first)
+	}
+	return fmt.Errorf("gap in the log: %s ends before seq %d, but the next segment starts at seq %d (a segment is missing)", prev, next, first)
 }
 
 // segErr is a problem found in a segment, with where.
