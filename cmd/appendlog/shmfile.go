@@ -118,6 +118,10 @@ func runShmDump(ctx context.Context, stdout io.Writer, path string, f *dumpFlags
 		}
 		return p.out.Flush()
 	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
 	r, err := shmlog.OpenReader(path, nil)
 	if err != nil {
 		return err
@@ -144,7 +148,7 @@ func runShmDump(ctx context.Context, stdout io.Writer, path string, f *dumpFlags
 		if err := p.out.Flush(); err != nil {
 			return err
 		}
-		if err := r.Wait(ctx); err != nil {
+		if err := waitFollowing(ctx, r.Wait, path, fi); err != nil {
 			if ctx.Err() != nil {
 				return nil // interrupted: a normal end
 			}

@@ -162,3 +162,63 @@ func TestTailFollowFromTheEnd(t *testing.T) {
 		t.Fatalf("tail -f after SIGINT: %v; stderr:\n%s", err, stderr.String())
 	}
 }
+
+// TestTailFollowRemoved: tail -f of a log directory or shared-memory log
+// file that is removed while it waits ends with exit status 1 naming it,
+// instead of waiting silently forever on files that no longer exist.
+func TestTailFollowRemoved(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "log")
+	smallLog(t, dir, 10)
+	file := filepath.Join(t.TempDir(), "shm")
+	shmAppend(t, file, 0, 10)
+	for _, tc := range []struct {
+		name, path string
+		remove     func() error
+	}{
+		{"dir", dir, func() error { return os.RemoveAll(dir) }},
+		{"shm", file, func() error {
+			m, err := filepath.Glob(file + "*")
+			for _, n := range m {
+				if err := os.Remove(n); err != nil {
+					return err
+				}
+			}
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, cliPath, "tail", "-f", tc.path)
+			cmd.Env = cliEnv()
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			pipe, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			sc := bufio.NewScanner(pipe)
+			for i := range 10 { // tail -f has opened the log and waits
+				if !sc.Scan() {
+					t.Fatalf("tail -f ended after %d lines; stderr:\n%s", i, stderr.String())
+				}
+			}
+			if err := tc.remove(); err != nil {
+				t.Fatal(err)
+			}
+			for sc.Scan() {
+				t.Errorf("tail -f printed %q", sc.Text())
+			}
+			err = cmd.Wait()
+			if ctx.Err() != nil {
+				t.Fatalf("tail -f went on waiting after %s was removed (%v)", tc.path, err)
+			}
+			r := result{args: cmd.Args[1:], stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
+			checkNoCrash(t, r)
+			expect(t, r, exitFailure, tc.path, "removed")
+		})
+	}
+}
