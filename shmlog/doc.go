@@ -111,7 +111,9 @@
 //     matches or its process is gone (or, with LiveTimeout set, after
 //     LiveTimeout whatever the owner): store seq, then CAS W from the
 //     in-progress word to a padding word of the same length. The owner, if
-//     it was only stopped, fails its commit CAS and never overwrites.
+//     it was only stopped, fails its commit CAS and never overwrites. A
+//     word in progress whose slot+1 is not 1 to 48 is no writer's: it is
+//     damage (a *CorruptError), never padded over.
 //   - claimed but not started (W == 0 at o < tail): the reader reads tail
 //     T, then each slot's state and entered count E; once every slot
 //     still in that state has left ≥ E or a process that is gone, every

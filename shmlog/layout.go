@@ -178,6 +178,10 @@ func (h header) slot(s, field int) *atomic.Uint64 {
 	return h.word(_offSlots + s*_slotSize + field)
 }
 
+// slotOK reports whether the in-progress word w names a slot, as every
+// word a writer stores does; another is damage, never a dead writer's.
+func slotOK(w uint64) bool { return w&0xffff >= 1 && w&0xffff <= _slots }
+
 // ownerGone reports whether the owner named by an in-progress word is gone:
 // its slot was freed or reused, or its process is gone.
 func (h header) ownerGone(w uint64, alive func(pid int, start uint64) bool) bool {

@@ -625,3 +625,38 @@ func TestOpenNotALog(t *testing.T) {
 		t.Errorf("Verify of a FIFO: %v", err)
 	}
 }
+
+// TestDamagedInProgressWord: a frame header word that says "in progress"
+// but names no slot (slot+1 is 1 to 48 in every word a writer stores) is
+// damage. Taking it for a dead writer's frame would pad over its length,
+// here the committed record after it, and report the log whole.
+func TestDamagedInProgressWord(t *testing.T) {
+	path := closedLog(t, []byte("first"), []byte("second"), []byte("third"))
+	// The first frame's word: in progress, slot+1 = 0xffff, and a length
+	// that covers the second record.
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(8+24)<<32|0xffff)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(b[:], shmlog.HeaderSize); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	st, err := shmlog.Verify(path, nil)
+	var ce *shmlog.CorruptError
+	if !errors.As(err, &ce) || !errors.Is(err, shmlog.ErrFrame) || ce.File != path || ce.Offset != shmlog.HeaderSize {
+		t.Fatalf("Verify: %+v, %v; want ErrFrame at %s offset %d", st, err, path, shmlog.HeaderSize)
+	}
+	// Nor does the recovery of the next Open pad over it: it is damage,
+	// and the log is cut there.
+	l, err := shmlog.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if rec := l.Recovery(); rec.Padded != 0 || !errors.As(rec.Damage, &ce) || ce.Offset != shmlog.HeaderSize {
+		t.Fatalf("Recovery: %+v, want damage at offset %d and nothing padded", rec, shmlog.HeaderSize)
+	}
+}

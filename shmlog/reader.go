@@ -213,6 +213,9 @@ func (r *Reader) next() (Record, bool, error) {
 		}
 		w := sys.Uint64At(r.f.m, at).Load()
 		kind := w >> _kindShift
+		if w != 0 && kind == 0 && !slotOK(w) {
+			return Record{}, false, corrupt(r.f.name, int64(at), fmt.Errorf("%w: in-progress word %#x names no slot", ErrFrame, w))
+		}
 		if w == 0 || kind == 0 {
 			moved, err := r.stalled(w)
 			if err != nil || !moved {

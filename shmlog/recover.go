@@ -73,6 +73,10 @@ scan:
 		}
 		switch w >> _kindShift {
 		case 0:
+			if !slotOK(w) {
+				damage(off, "in-progress word %#x names no slot", w)
+				break scan
+			}
 			padOver(f, off, w, n)
 			rec.Padded++
 		case _kindRecord:
