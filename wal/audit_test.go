@@ -458,3 +458,44 @@ func TestOverlappingSegmentNamed(t *testing.T) {
 	_, err = Verify(dir, nil)
 	check("Verify", err)
 }
+
+// TestReaderWaitAfterClose: Wait on a closed Reader returns ErrClosed. A
+// Reader from OpenReader used to start following again (a new directory
+// watcher, never closed) and hand out records after Close; one of an open
+// Log returned nil at once, so a read-and-wait loop spun.
+func TestReaderWaitAfterClose(t *testing.T) {
+	dir := t.TempDir()
+	buildLog(t, dir, 100)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	check := func(what string, r *Reader) {
+		t.Helper()
+		noErr(t, r.Close())
+		if err := r.Wait(ctx); !errors.Is(err, ErrClosed) {
+			t.Fatalf("%s: Wait after Close: %v, want ErrClosed", what, err)
+		}
+		if r.Next() {
+			t.Fatalf("%s: Next after Close returned record %d", what, r.Seq())
+		}
+		if r.fol != nil && r.fol.w != nil {
+			t.Fatalf("%s: a closed Reader watches the directory", what)
+		}
+	}
+	r, err := OpenReader(dir, 0, nil)
+	noErr(t, err)
+	check("OpenReader, unread", r)
+	r, err = OpenReader(dir, 0, nil)
+	noErr(t, err)
+	for r.Next() {
+	}
+	noErr(t, r.Err())
+	check("OpenReader, read to the end", r)
+
+	l := mustOpen(t, dir, nil)
+	defer l.Close()
+	r, err = l.NewReader(0, nil)
+	noErr(t, err)
+	for r.Next() {
+	}
+	check("NewReader", r)
+}

@@ -404,6 +404,9 @@ func (r *Reader) Wait(ctx context.Context) error {
 // wait is Wait that, on a Reader of an open Log, also returns ErrWoken
 // when wake can be received from. A nil wake never fires.
 func (r *Reader) wait(ctx context.Context, wake <-chan struct{}) error {
+	if r.closed {
+		return errReaderClosed
+	}
 	if r.l == nil {
 		return r.waitFollow(ctx)
 	}
@@ -424,6 +427,9 @@ func (r *Reader) wait(ctx context.Context, wake <-chan struct{}) error {
 	}
 	return l.mapErr(l.eng.AwaitAtLeastOrWake(ctx, r.vis, want, wake))
 }
+
+// errReaderClosed is returned by Wait on a closed Reader.
+var errReaderClosed = fmt.Errorf("%w: reader closed", ErrClosed)
 
 // closeLive releases the Reader's segment, and a follower's table and
 // watcher.

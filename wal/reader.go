@@ -73,6 +73,9 @@ type Reader struct {
 	torn    *TornTail
 	err     error
 	done    bool
+	// closed is set by Close: Next returns false and Wait ErrClosed from
+	// then on (Err keeps what stopped Next).
+	closed bool
 
 	// liveState follows an open Log (NewReader); zero for OpenReader.
 	liveState
@@ -528,9 +531,11 @@ func (r *Reader) Torn() *TornTail { return r.torn }
 // NextSeq returns the sequence number after the last record read.
 func (r *Reader) NextSeq() uint64 { return r.expect }
 
-// Close releases the Reader's file, or its segment and mapping.
+// Close releases the Reader's file, or its segment and mapping. After
+// Close, Next returns false and Wait returns an error wrapping ErrClosed;
+// Err still reports what stopped Next before.
 func (r *Reader) Close() error {
-	r.done = true
+	r.done, r.closed = true, true
 	var err error
 	if r.tab != nil {
 		err = r.closeLive()
