@@ -64,7 +64,9 @@ type GroupOptions struct {
 	// stream's first record. It is ignored when the group exists.
 	StartAt uint64
 	// OnDead, if set, is called (from the group's timer goroutine, or from
-	// Nack) with each record that became dead. It must not block.
+	// Nack) with each record that became dead. It must not block. It may
+	// close the group or the store: a Close does not wait for an OnDead
+	// call in progress (the timer goroutine making it exits after it).
 	OnDead func(seq uint64, deliveries int) `json:"-"`
 }
 
@@ -150,6 +152,11 @@ type Group struct {
 
 	stop chan struct{}
 	done chan struct{}
+	// pass is held by the timer during each pass (deadlines and
+	// checkpoint), not while it calls OnDead; calling is set, under pass,
+	// while it does.
+	pass    sync.Mutex
+	calling atomic.Bool
 	// closed is closed when the first close has finished: a close called
 	// meanwhile, from another goroutine, waits for it.
 	closed chan struct{}
@@ -688,6 +695,13 @@ func (g *Group) timer() {
 			return
 		case <-t.C:
 		}
+		g.pass.Lock()
+		select {
+		case <-g.stop: // closed while the tick was taken
+			g.pass.Unlock()
+			return
+		default:
+		}
 		deadSeqs, deadN = deadSeqs[:0], deadN[:0]
 		g.mu.Lock()
 		// Every delivery so far took mu before this clock read: one with
@@ -711,9 +725,6 @@ func (g *Group) timer() {
 		}
 		ckpt := time.Since(g.mu.lastCkpt) >= g.opts.CheckpointEvery
 		g.mu.Unlock()
-		for i, seq := range deadSeqs {
-			g.reportDead(seq, deadN[i])
-		}
 		if ckpt {
 			ctx, cancel := context.WithTimeout(context.Background(), max(g.opts.CheckpointEvery, period))
 			err := g.c.Commit(ctx)
@@ -725,6 +736,12 @@ func (g *Group) timer() {
 				g.truncate()
 			}
 		}
+		g.calling.Store(len(deadSeqs) > 0)
+		g.pass.Unlock()
+		for i, seq := range deadSeqs {
+			g.reportDead(seq, deadN[i])
+		}
+		g.calling.Store(false)
 	}
 }
 
@@ -779,7 +796,15 @@ func (g *Group) close(why error) error {
 	}
 	g.mu.Unlock()
 	close(g.stop)
-	<-g.done
+	// Wait for the timer's pass in progress, then for the timer to exit,
+	// unless it is calling OnDead: that may be what called close, and the
+	// timer does nothing after it but exit.
+	g.pass.Lock()
+	calling := g.calling.Load()
+	g.pass.Unlock()
+	if !calling {
+		<-g.done
+	}
 	err := g.c.Close()
 	if errors.Is(err, wal.ErrClosed) {
 		err = nil

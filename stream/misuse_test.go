@@ -411,3 +411,32 @@ func TestErrorsNameStream(t *testing.T) {
 		t.Errorf("Scan with a failing fn = %v, want fn's error as is", err)
 	}
 }
+
+// TestCloseFromOnDead: OnDead may close its group (giving up after a dead
+// record) from the group's timer goroutine: Close returns, and so does the
+// Store's Close after it.
+func TestCloseFromOnDead(t *testing.T) {
+	st := mustOpen(t, t.TempDir(), nil)
+	s, err := st.Create("s", nil)
+	noErr(t, err)
+	var g *Group
+	closed := make(chan error, 1)
+	g, err = s.Group("g", &GroupOptions{AckWait: 4 * time.Millisecond, MaxDeliver: 1, OnDead: func(uint64, int) {
+		closed <- g.Close()
+	}})
+	noErr(t, err)
+	_, err = s.Publish([]byte("x"))
+	noErr(t, err)
+	_, err = g.Next(context.Background(), nil) // never acked: dead after AckWait
+	noErr(t, err)
+	select {
+	case err := <-closed:
+		noErr(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close called from OnDead did not return")
+	}
+	if _, err := g.Next(context.Background(), nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close from OnDead = %v, want ErrClosed", err)
+	}
+	noErr(t, st.Close())
+}
