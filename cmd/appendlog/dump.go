@@ -80,6 +80,9 @@ func runDump(stdout, stderr io.Writer, dir string, f *dumpFlags) (err error) {
 	if err := checkDir(dir); err != nil {
 		return err
 	}
+	if err := checkNotStore(dir); err != nil {
+		return err
+	}
 	r, err := wal.OpenReader(dir, f.from, nil)
 	if err != nil {
 		return describeVerifyError(dir, err)

@@ -51,6 +51,9 @@ func runRepair(stdout io.Writer, dir string, force bool) error {
 	if err := checkDir(dir); err != nil {
 		return err
 	}
+	if err := checkNotStore(dir); err != nil {
+		return err
+	}
 	rep, err := wal.Repair(dir, force, nil)
 	if err != nil {
 		var ce *wal.CorruptionError

@@ -80,6 +80,9 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, f *tai
 	if err := checkDir(dir); err != nil {
 		return err
 	}
+	if err := checkNotStore(dir); err != nil {
+		return err
+	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/appendlog/appendlog/internal/payload"
+	"github.com/appendlog/appendlog/stream"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -29,7 +30,8 @@ consistent: verify names every gap and exits 0. Exit status 1 means damage anywh
 message names the segment, the byte offset and the kind of damage), or
 that DIR is missing, unreadable, or not an appendlog log (a directory with
 no segments and no LOCK file but other files; an empty directory is an
-empty log); exit status 2 is a usage error.
+empty log), or the directory of a stream store (whose streams' logs the
+message names); exit status 2 is a usage error.
 
 With --payloads, verify also checks that every payload is one written by
 "appendlog load": its checksum and filler are intact, and each writer's
@@ -62,6 +64,9 @@ func runVerify(stdout, stderr io.Writer, dir string, payloads bool) error {
 		return runShmVerify(stdout, dir)
 	}
 	if err := checkDir(dir); err != nil {
+		return err
+	}
+	if err := checkNotStore(dir); err != nil {
 		return err
 	}
 	rep, err := wal.Verify(dir, nil)
@@ -180,6 +185,28 @@ func checkPayloads(dir string, rep *wal.VerifyReport) (string, error) {
 		s += fmt.Sprintf(" (%d counter restarts: load ran more than once)", res.Restarts)
 	}
 	return s + ".", nil
+}
+
+// checkNotStore refuses the directory of a stream store: it holds a LOCK
+// file and no segments of its own, which the wal package takes for an
+// empty log. The error names the logs of its streams instead.
+func checkNotStore(dir string) error {
+	infos, err := stream.Describe(dir)
+	switch {
+	case errors.Is(err, stream.ErrNotStore):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: a stream store, not a log, and its metadata cannot be read: %s", dir, strings.TrimPrefix(err.Error(), "stream: "))
+	}
+	s := fmt.Sprintf("%s: a stream store (%d %s), not a log", dir, len(infos), plural(len(infos), "stream", "streams"))
+	if len(infos) > 0 {
+		dirs := make([]string, len(infos))
+		for i, in := range infos {
+			dirs[i] = in.LogDir
+		}
+		s += "; the logs of its streams are " + listNames(dirs)
+	}
+	return fmt.Errorf("%s; \"appendlog stat %s\" describes them all", s, dir)
 }
 
 // describeVerifyError turns an error from the wal package into a message
