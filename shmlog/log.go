@@ -389,8 +389,15 @@ type Reservation struct {
 }
 
 // Bytes returns the record's payload space in the shared mapping. It is
-// valid until Commit.
+// valid until Commit or the Log's Close; after Close it is nil.
 func (r Reservation) Bytes() []byte {
+	if r.f == nil || r.f.unmapped.Load() {
+		return nil
+	}
+	return r.payload()
+}
+
+func (r Reservation) payload() []byte {
 	at := _hdrSize + int(r.off) + frame.HeaderSize
 	return r.f.m[at : at+r.n : at+r.n]
 }
@@ -400,14 +407,21 @@ func (r Reservation) Pos() uint64 { return r.f.idx<<32 | r.off }
 
 // Commit publishes the record. It returns an error wrapping ErrPadded if
 // another process padded the claim over first: the record is then not in
-// the log. Commit each Reservation exactly once; a second Commit of a
-// committed record returns an error and changes nothing.
+// the log. Commit each Reservation exactly once, before the Log's Close
+// (after it, Commit returns ErrClosed and the record is not in the log); a
+// second Commit of a committed record returns an error and changes nothing.
 func (r Reservation) Commit() error {
 	if r.f == nil {
 		return errors.New("shmlog: Commit of a zero Reservation")
 	}
+	// Until this Commit releases it, the Reservation's reference keeps
+	// its file mapped, except through Close; after it (a second Commit),
+	// a roll may have unmapped the file.
+	if r.f.unmapped.Load() {
+		return fmt.Errorf("shmlog: commit at %#x: its file is unmapped (the Log was closed, or this Reservation committed before): %w", r.Pos(), ErrClosed)
+	}
 	hdr := _hdrSize + int(r.off)
-	word := recordWord(r.Bytes(), r.Pos())
+	word := recordWord(r.payload(), r.Pos())
 	hw := sys.Uint64At(r.f.m, hdr)
 	if !hw.CompareAndSwap(r.w, word) {
 		if hw.Load() == word {
@@ -431,7 +445,7 @@ func (l *Log) Append(p []byte) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	copy(r.Bytes(), p)
+	copy(r.payload(), p)
 	return r.Pos(), r.Commit()
 }
 

@@ -660,3 +660,48 @@ func TestDamagedInProgressWord(t *testing.T) {
 		t.Fatalf("Recovery: %+v, want damage at offset %d and nothing padded", rec, shmlog.HeaderSize)
 	}
 }
+
+// TestReservationAfterUnmap: a Reservation used after its Log closed, or
+// committed a second time after its file was unmapped (the Log rolled on),
+// returns an error; it must not touch the unmapped file (a SIGSEGV).
+func TestReservationAfterUnmap(t *testing.T) {
+	l, err := shmlog.Open(logPath(t), &shmlog.Options{MaxFileSize: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice, err := l.Reserve(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := twice.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for range 200 { // roll to another file: the first is unmapped
+		if _, err := l.Append(make([]byte, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := l.Stats(); st.ActiveFile == 0 {
+		t.Fatalf("no roll: %+v", st)
+	}
+	noFault(t, "a second Commit after a roll", func() {
+		if err := twice.Commit(); err == nil {
+			t.Error("a second Commit succeeded")
+		}
+	})
+	open, err := l.Reserve(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	noFault(t, "a Reservation after Close", func() {
+		if b := open.Bytes(); len(b) != 0 {
+			t.Errorf("Bytes after Close: %d bytes", len(b))
+		}
+		if err := open.Commit(); !errors.Is(err, shmlog.ErrClosed) {
+			t.Errorf("Commit after Close: %v, want ErrClosed", err)
+		}
+	})
+}
