@@ -440,3 +440,51 @@ func TestCloseFromOnDead(t *testing.T) {
 	}
 	noErr(t, st.Close())
 }
+
+// TestPublishEmptyBatch: an empty batch publishes nothing and returns the
+// sequence number the next record gets, so that the usual confirm of a
+// batch, WaitDurable(first+len-1), waits for the records before it rather
+// than failing on sequence number 2^64-1.
+func TestPublishEmptyBatch(t *testing.T) {
+	st := mustOpen(t, t.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("s", nil)
+	noErr(t, err)
+	ctx := context.Background()
+	for _, batch := range [][][]byte{nil, {}, {[]byte("a"), []byte("b")}, nil} {
+		want := s.NextSeq()
+		first, err := s.PublishBatch(batch)
+		noErr(t, err)
+		if first != want {
+			t.Fatalf("PublishBatch of %d records = %d, want %d", len(batch), first, want)
+		}
+		noErr(t, s.WaitDurable(ctx, first+uint64(len(batch))-1))
+	}
+	if got := s.NextSeq(); got != 3 {
+		t.Fatalf("NextSeq after batches of 0, 0, 2 and 0 records = %d, want 3", got)
+	}
+}
+
+// TestSeqsOfUnopenedStream: NextSeq and DurableSeq of a stream whose log
+// this Store has not opened yet (after a reopen) are its real positions,
+// not 0.
+func TestSeqsOfUnopenedStream(t *testing.T) {
+	dir := t.TempDir()
+	st := mustOpen(t, dir, nil)
+	s, err := st.Create("s", nil)
+	noErr(t, err)
+	if n, d := s.NextSeq(), s.DurableSeq(); n != 1 || d != 0 {
+		t.Fatalf("new stream: NextSeq %d, DurableSeq %d; want 1, 0", n, d)
+	}
+	first, err := s.PublishBatch([][]byte{[]byte("a"), []byte("b"), []byte("c")})
+	noErr(t, err)
+	noErr(t, s.WaitDurable(context.Background(), first+2))
+	noErr(t, st.Close())
+	st = mustOpen(t, dir, nil)
+	defer st.Close()
+	s, err = st.Stream("s")
+	noErr(t, err)
+	if n, d := s.NextSeq(), s.DurableSeq(); n != 4 || d != 3 {
+		t.Fatalf("reopened stream of 3 durable records: NextSeq %d, DurableSeq %d; want 4, 3", n, d)
+	}
+}

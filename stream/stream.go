@@ -158,12 +158,18 @@ func (s *Stream) Publish(p []byte) (seq uint64, err error) {
 }
 
 // PublishBatch appends the records of ps as one batch and returns the
-// sequence number of the first; they get first..first+len(ps)-1.
+// sequence number of the first; they get first..first+len(ps)-1. An empty
+// ps publishes nothing and returns the sequence number the next record
+// gets, so that WaitDurable(ctx, first+len(ps)-1) waits for the records
+// before it.
 func (s *Stream) PublishBatch(ps [][]byte) (first uint64, err error) {
 	for {
 		l, err := s.log()
 		if err != nil {
 			return 0, err
+		}
+		if len(ps) == 0 {
+			return l.NextSeq(), nil
 		}
 		first, err := l.AppendBatch(ps)
 		if err != nil && s.retry(l, err) {
@@ -194,31 +200,45 @@ func (s *Stream) WaitDurable(ctx context.Context, seq uint64) error {
 
 // NextSeq returns the sequence number the next record published gets
 // (Stats().NextSeq, without Stats' listing of the stream's files). It is
-// cheap enough to poll.
+// cheap enough to poll. Its first call on a stream this Store has not
+// used yet opens the stream's log, which holds the answer.
 func (s *Stream) NextSeq() uint64 {
 	if l := s.cur.Load(); l != nil {
 		return l.NextSeq()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l := s.cur.Load(); l != nil {
+	if l := s.openedLocked(); l != nil {
 		return l.NextSeq()
 	}
 	return s.mu.last.NextSeq
 }
 
 // DurableSeq returns the last durable record (0 if none): every record
-// at or below it is confirmed. It is cheap enough to poll.
+// at or below it is confirmed. It is cheap enough to poll. Its first call
+// on a stream this Store has not used yet opens the stream's log.
 func (s *Stream) DurableSeq() uint64 {
 	if l := s.cur.Load(); l != nil {
 		return l.DurableSeq()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l := s.cur.Load(); l != nil {
+	if l := s.openedLocked(); l != nil {
 		return l.DurableSeq()
 	}
 	return s.mu.last.DurableSeq
+}
+
+// openedLocked returns the open log, opening it if this Store never did
+// (s.mu.last then holds nothing), or nil: the log is closed (idle or shut;
+// s.mu.last is then its last state) or cannot be opened.
+// REQUIRES: s.mu is held.
+func (s *Stream) openedLocked() *wal.Log {
+	if l := s.cur.Load(); l != nil || s.mu.baseNext != 0 {
+		return l
+	}
+	l, _ := s.logLocked() // an error is returned by every other call
+	return l
 }
 
 // Scan calls fn with each record of the stream from seq from (0: the first
