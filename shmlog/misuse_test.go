@@ -12,7 +12,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -599,11 +598,14 @@ func TestOpenNotALog(t *testing.T) {
 	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	paths := []string{foreign, text, sub}
 	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command("mkfifo", fifo).CombinedOutput(); err != nil {
+		t.Logf("no FIFO case: mkfifo: %v %s", err, out)
+	} else {
+		paths = append(paths, fifo)
 	}
-	for _, path := range []string{foreign, text, sub, fifo} {
+	for _, path := range paths {
 		l, err := shmlog.Open(path, nil)
 		if err == nil {
 			l.Close()
@@ -621,8 +623,10 @@ func TestOpenNotALog(t *testing.T) {
 			t.Errorf("OpenReader(%s): %v does not name the path", path, err)
 		}
 	}
-	if _, err := shmlog.Verify(fifo, nil); err == nil || !strings.Contains(err.Error(), "not a regular file") {
-		t.Errorf("Verify of a FIFO: %v", err)
+	if len(paths) == 4 {
+		if _, err := shmlog.Verify(fifo, nil); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("Verify of a FIFO: %v", err)
+		}
 	}
 }
 
