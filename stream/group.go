@@ -229,6 +229,17 @@ func (s *Stream) openGroup(l *wal.Log, name string, given *GroupOptions) (*Group
 	case o.MaxAckPending < 0 || o.MaxAckPending > MaxAckPending:
 		return nil, fmt.Errorf("MaxAckPending %d not in [1, %d]", o.MaxAckPending, MaxAckPending)
 	}
+	if !exists && o.StartAt != 0 {
+		// Checked before the cursor is made: the cursor of a group refused
+		// would keep records from retention (UntilAcked) for a group that
+		// does not exist.
+		if first := l.FirstSeq(); o.StartAt < first {
+			return nil, fmt.Errorf("StartAt %d: %w", o.StartAt, &wal.TruncatedError{Seq: o.StartAt, First: first})
+		}
+		if next := l.NextSeq(); o.StartAt > next {
+			return nil, fmt.Errorf("%w: StartAt %d is past the stream's end (next is %d)", wal.ErrNotAppended, o.StartAt, next)
+		}
+	}
 	// The group file is written last: it is what makes a new group exist.
 	// A cursor without one is what a crash left of a group being created,
 	// and is moved to where the group starts.

@@ -488,3 +488,30 @@ func TestSeqsOfUnopenedStream(t *testing.T) {
 		t.Fatalf("reopened stream of 3 durable records: NextSeq %d, DurableSeq %d; want 4, 3", n, d)
 	}
 }
+
+// TestFailedGroupCreateLeavesNoCursor: a new group refused for its
+// StartAt (past the stream's end) leaves no position behind, which, in a
+// stream kept UntilAcked, would keep every record from deletion for a
+// group that does not exist.
+func TestFailedGroupCreateLeavesNoCursor(t *testing.T) {
+	st := mustOpen(t, t.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("s", &Config{SegmentSize: _retSeg, Sync: wal.SyncNever, Retention: Retention{UntilAcked: true}})
+	noErr(t, err)
+	const n = 200 // 3 segments
+	for i := range n {
+		_, err := s.Publish(retRecord(i))
+		noErr(t, err)
+	}
+	if _, err := s.Group("typo", &GroupOptions{StartAt: 1 << 40}); !errors.Is(err, wal.ErrNotAppended) || !strings.Contains(err.Error(), "StartAt") {
+		t.Fatalf("Group with StartAt past the end = %v, want ErrNotAppended naming StartAt", err)
+	}
+	g, err := s.Group("g", nil)
+	noErr(t, err)
+	consume(t, g, 1, n)
+	noErr(t, g.Checkpoint())
+	// On the old code the refused group's cursor, at 1, held them: this
+	// timed out.
+	waitFor(t, "the records the only group acked deleted", func() bool { return s.Stats().FirstSeq > 1 })
+	noErr(t, g.Close())
+}
