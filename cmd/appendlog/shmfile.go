@@ -24,7 +24,9 @@ func isShmFile(path string) bool {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return false
+		// A file that cannot be read (permissions): shmlog's open names
+		// the file and the reason, where "not a directory" would mislead.
+		return true
 	}
 	defer f.Close()
 	b := make([]byte, frame.FileHeaderSize)

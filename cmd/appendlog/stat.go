@@ -106,11 +106,11 @@ func runStat(stdout io.Writer, dir string, asJSON bool) error {
 	if err := checkDir(dir); err != nil {
 		return err
 	}
-	switch infos, err := stream.Describe(dir); {
-	case err == nil:
+	switch infos, isStore, err := describeStore(dir); {
+	case isStore && err == nil:
 		return runStoreStat(stdout, dir, infos, asJSON)
-	case !errors.Is(err, stream.ErrNotStore):
-		return err
+	case isStore:
+		return fmt.Errorf("%s: a stream store whose metadata cannot be read: %s", dir, strings.TrimPrefix(err.Error(), "stream: "))
 	}
 	s, bad, err := statLog(dir)
 	if err != nil {

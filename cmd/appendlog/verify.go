@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -187,13 +189,27 @@ func checkPayloads(dir string, rep *wal.VerifyReport) (string, error) {
 	return s + ".", nil
 }
 
+// describeStore describes the stream store in dir; isStore is false if
+// dir holds no store's marker file (STORE), or cannot be looked into: the
+// wal package then says why.
+func describeStore(dir string) (infos []stream.StreamInfo, isStore bool, err error) {
+	if _, err := os.Lstat(filepath.Join(dir, "STORE")); err != nil {
+		return nil, false, nil
+	}
+	infos, err = stream.Describe(dir)
+	if errors.Is(err, stream.ErrNotStore) {
+		return nil, false, nil
+	}
+	return infos, true, err
+}
+
 // checkNotStore refuses the directory of a stream store: it holds a LOCK
 // file and no segments of its own, which the wal package takes for an
 // empty log. The error names the logs of its streams instead.
 func checkNotStore(dir string) error {
-	infos, err := stream.Describe(dir)
+	infos, isStore, err := describeStore(dir)
 	switch {
-	case errors.Is(err, stream.ErrNotStore):
+	case !isStore:
 		return nil
 	case err != nil:
 		return fmt.Errorf("%s: a stream store, not a log, and its metadata cannot be read: %s", dir, strings.TrimPrefix(err.Error(), "stream: "))
@@ -220,10 +236,10 @@ func describeVerifyError(dir string, err error) error {
 		return fmt.Errorf("%s: damaged: %s", dir, describeCorruption(ce))
 	case errors.As(err, &nl):
 		return fmt.Errorf("%s: not an appendlog log: no segments and no appendlog LOCK file, but %s", dir, nl.Files())
-	case errors.Is(err, wal.ErrInUse):
-		return fmt.Errorf("%s: %s", dir, strings.TrimPrefix(err.Error(), "wal: "))
 	}
-	return fmt.Errorf("%s: %w", dir, err)
+	// A log in use (wal.ErrInUse), or one that cannot be read: the wal
+	// package's message without its prefix.
+	return fmt.Errorf("%s: %s", dir, strings.TrimPrefix(err.Error(), "wal: "))
 }
 
 func describeCorruption(ce *wal.CorruptionError) string {
