@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -275,6 +276,9 @@ func checkFile0(f *os.File, path string) (params, error) {
 		return params{}, err
 	}
 	if p.index != 0 {
+		if log, ok := strings.CutSuffix(path, fmt.Sprintf(".%08d", p.index)); ok {
+			return params{}, fmt.Errorf("shmlog: %s is file %d of the log %s: open the log by the name of its file 0, %s", path, p.index, log, log)
+		}
 		return params{}, corrupt(path, _offIndex, fmt.Errorf("%w: file 0 says it is file %d", ErrHeader, p.index))
 	}
 	return p, nil

@@ -709,3 +709,45 @@ func TestReservationAfterUnmap(t *testing.T) {
 		}
 	})
 }
+
+// TestOpenLaterFile: a log's file 1 given where its file 0 is due is named
+// as such, with the name to use, not reported as a damaged header.
+func TestOpenLaterFile(t *testing.T) {
+	path := logPath(t)
+	l, err := shmlog.Open(path, &shmlog.Options{MaxFileSize: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		if _, err := l.Append(make([]byte, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	file1 := path + ".00000001"
+	for name, fn := range map[string]func() error{
+		"Open": func() error {
+			l, err := shmlog.Open(file1, nil)
+			if err == nil {
+				l.Close()
+			}
+			return err
+		},
+		"OpenReader": func() error {
+			r, err := shmlog.OpenReader(file1, nil)
+			if err == nil {
+				r.Close()
+			}
+			return err
+		},
+		"Verify": func() error { _, err := shmlog.Verify(file1, nil); return err },
+	} {
+		err := fn()
+		if err == nil || !strings.Contains(err.Error(), file1+" is file 1 of the log "+path) {
+			t.Errorf("%s(%s): %v", name, file1, err)
+		}
+	}
+	if _, err := os.Stat(file1 + ".lock"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Open left %s.lock (%v)", file1, err)
+	}
+}
