@@ -64,7 +64,7 @@ func newShmCmd(started *bool) *cobra.Command {
 		Short: "Drive shared-memory logs (package shmlog)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("missing subcommand (load)")
+			return usagef("missing subcommand (load or verify)")
 		},
 	}
 	for _, c := range []*cobra.Command{newShmLoadCmd(), newShmVerifyCmd()} {
@@ -89,7 +89,15 @@ names the file and byte offset), a frame still in progress by a live
 process, or that FILE is missing or not a shared-memory log. "appendlog
 verify FILE" does the same.`,
 		Example: `  appendlog shm verify /tmp/shm`,
-		Args:    cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.ExactArgs(1)(cmd, args); err != nil {
+				return err
+			}
+			if args[0] == "" {
+				return errors.New("empty FILE argument")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runShmVerify(cmd.OutOrStdout(), args[0])
 		},

@@ -95,4 +95,6 @@ func TestShmVerify(t *testing.T) {
 	expect(t, cli(t, "shm", "verify", file), 1, "checksum mismatch", file, "offset 4176")
 	expect(t, cli(t, "shm", "verify", filepath.Join(t.TempDir(), "missing")), 1, "no such file")
 	expect(t, runInProcess("shm", "verify"), exitUsage)
+	expect(t, runInProcess("shm", "verify", ""), exitUsage, "empty FILE argument")
+	expect(t, runInProcess("shm"), exitUsage, "missing subcommand (load or verify)")
 }
