@@ -441,8 +441,10 @@ func (g *Group) readFresh(ctx context.Context, dst []byte) (m Msg, ok bool, err 
 			return Msg{}, false, cerr
 		}
 		return Msg{}, false, g.s.mapErr(err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Msg{}, false, err
 	}
-	return Msg{}, false, err
+	return Msg{}, false, g.s.mapErr(err) // a failed log: name the stream
 }
 
 // redeliverLocked delivers the first queued redelivery, if any.

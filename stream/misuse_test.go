@@ -410,6 +410,31 @@ func TestErrorsNameStream(t *testing.T) {
 	if err := s.Scan(0, func(uint64, []byte) error { return stop }); err != stop {
 		t.Errorf("Scan with a failing fn = %v, want fn's error as is", err)
 	}
+
+	// A group member waiting on a log that fails.
+	var armed atomic.Bool
+	fsys := vfs.WithFaults(vfs.OS(), func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if armed.Load() && op == vfs.OpWrite && strings.HasSuffix(name, ".seg") {
+			return 0, syscall.EIO
+		}
+		return n, nil
+	})
+	st2 := mustOpen(t, t.TempDir(), &Options{IdleTimeout: -1, fsys: fsys})
+	defer st2.Close()
+	s, err = st2.Create("orders", nil)
+	noErr(t, err)
+	g, err := s.Group("g", nil)
+	noErr(t, err)
+	seq, err = s.Publish([]byte("a"))
+	noErr(t, err)
+	noErr(t, s.WaitDurable(context.Background(), seq))
+	_, err = g.Next(context.Background(), nil)
+	noErr(t, err)
+	armed.Store(true)
+	_, err = s.Publish([]byte("b"))
+	noErr(t, err)
+	_, err = g.Next(context.Background(), nil)
+	check("Next on a log that failed", err, syscall.EIO)
 }
 
 // TestCloseFromOnDead: OnDead may close its group (giving up after a dead
