@@ -335,13 +335,17 @@ func (g *Group) now() int64 { return int64(time.Since(g.epoch)) }
 // first, lowest sequence number first; then fresh records in stream order.
 // It returns when a record is available, ctx is done, or the group,
 // stream or store is closed (ErrClosed, or ErrNotFound once the stream
-// was deleted). A nil ctx is an error.
+// was deleted). With ctx done already it takes no record. A nil ctx is
+// an error.
 //
 // A record deleted by retention before it was delivered (Retention without
 // UntilAcked) is skipped and counted in GroupStats.Skipped.
 func (g *Group) Next(ctx context.Context, dst []byte) (Msg, error) {
 	if ctx == nil {
 		return Msg{}, fmt.Errorf("stream: group %q: Next: nil context", g.name)
+	}
+	if err := ctx.Err(); err != nil {
+		return Msg{}, err // a member that stops takes no record
 	}
 	for {
 		g.mu.Lock()

@@ -540,3 +540,30 @@ func TestFailedGroupCreateLeavesNoCursor(t *testing.T) {
 	waitFor(t, "the records the only group acked deleted", func() bool { return s.Stats().FirstSeq > 1 })
 	noErr(t, g.Close())
 }
+
+// TestNextWithDoneContext: Next with a context already done takes no
+// record (a member that is stopping would hold it for AckWait): it
+// returns the context's error, and the record goes to the next call.
+func TestNextWithDoneContext(t *testing.T) {
+	st := mustOpen(t, t.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("s", nil)
+	noErr(t, err)
+	g, err := s.Group("g", nil)
+	noErr(t, err)
+	seq, err := s.Publish([]byte("x"))
+	noErr(t, err)
+	noErr(t, s.WaitDurable(context.Background(), seq)) // visible
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if m, err := g.Next(ctx, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next with a cancelled context = %+v, %v; want context.Canceled", m, err)
+	}
+	m, err := g.Next(context.Background(), nil)
+	noErr(t, err)
+	if m.Seq != seq || m.Delivery != 1 {
+		t.Fatalf("Next after the cancelled one = %+v, want record %d, first delivery", m, seq)
+	}
+	noErr(t, g.Ack(m.Seq))
+	noErr(t, g.Close())
+}
