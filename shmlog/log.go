@@ -122,6 +122,7 @@ type mfile struct {
 	// end would be a SIGBUS.
 	size int64
 	file *os.File
+	id   os.FileInfo // the file mapped: Sync checks that its name still names it
 }
 
 // backed reports whether the file backs the data bytes of f below end,
@@ -349,7 +350,7 @@ func mapFile(path string, idx, capacity uint64, extend bool) (*mfile, error) {
 		sys.Munmap(m)
 		return nil, err
 	}
-	mf := &mfile{idx: idx, name: name, m: m, tail: sys.Uint64At(m, _offTail), trimmed: size < full, size: backed}
+	mf := &mfile{idx: idx, name: name, m: m, tail: sys.Uint64At(m, _offTail), trimmed: size < full, size: backed, id: fi}
 	if backed < full {
 		mf.file, keep = f, true
 	}
@@ -571,6 +572,10 @@ func (l *Log) Sync(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("shmlog: sync: %w", err)
 		}
+		if err := l.checkSame(f, i); err != nil {
+			f.Close()
+			return fmt.Errorf("shmlog: sync: %w", err)
+		}
 		err = sys.Fdatasync(f)
 		f.Close()
 		if err != nil {
@@ -588,6 +593,38 @@ func (l *Log) Sync(ctx context.Context) error {
 		l.mu.synced = cur.idx
 	}
 	l.mu.Unlock()
+	return nil
+}
+
+// checkSame checks that f, file idx opened by its name, is the file this
+// Log mapped as file idx, if it did: one renamed over it (or a new log made
+// where this one was removed) does not hold this Log's records.
+func (l *Log) checkSame(f *os.File, idx uint64) error {
+	var id os.FileInfo
+	l.mu.Lock()
+	for _, m := range l.mu.files {
+		if m.idx == idx && !m.unmapped.Load() {
+			id = m.id
+		}
+	}
+	l.mu.Unlock()
+	if idx == 0 && id == nil {
+		fi, err := l.f0.Stat()
+		if err != nil {
+			return err
+		}
+		id = fi
+	}
+	if id == nil {
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !os.SameFile(fi, id) {
+		return fmt.Errorf("%s is not the file this Log opened: it was replaced, or removed and made again", f.Name())
+	}
 	return nil
 }
 
@@ -691,6 +728,17 @@ func (l *Log) release() {
 func (l *Log) trimIfLast() error {
 	if sys.TryLock(l.f0) != nil {
 		return nil // another Log or Reader holds its shared lock
+	}
+	// The files are found by name: cut nothing if the name no longer
+	// names this Log's file 0 (a new log may be there, in use).
+	id, err := l.f0.Stat()
+	if err != nil {
+		return fmt.Errorf("shmlog: close: %w", err)
+	}
+	if fi, err := os.Stat(l.path); err != nil {
+		return fmt.Errorf("shmlog: close: the file this Log opened is gone: %w", err)
+	} else if !os.SameFile(fi, id) {
+		return fmt.Errorf("shmlog: close: %s is not the file this Log opened: it was replaced, or removed and made again", l.path)
 	}
 	var b [8]byte
 	if _, err := l.f0.ReadAt(b[:], _offActive); err != nil {

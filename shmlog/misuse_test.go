@@ -751,3 +751,85 @@ func TestOpenLaterFile(t *testing.T) {
 		t.Errorf("Open left %s.lock (%v)", file1, err)
 	}
 }
+
+// replaceFile renames a copy of path over it: path names a new file with
+// the same bytes, while open Logs keep the old one mapped.
+func replaceFile(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+".new", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSyncReplacedFile: Sync of a Log whose file was replaced under it (a
+// copy renamed over it) fails: syncing the file now at that name would
+// leave the Log's records, in the old file, not durable.
+func TestSyncReplacedFile(t *testing.T) {
+	path := logPath(t)
+	l, err := shmlog.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Append([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	replaceFile(t, path)
+	if _, err := l.Append([]byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(context.Background()); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Sync after %s was replaced: %v", path, err)
+	}
+}
+
+// TestCloseAfterRemoval: a Log whose files were removed, and a new log
+// created at the same path by another Log, must not cut the new log's
+// file when it closes: it is not its own. (The new Log's appends past the
+// cut would fault.)
+func TestCloseAfterRemoval(t *testing.T) {
+	path := logPath(t)
+	old, err := shmlog.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Append([]byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{path, path + ".lock"} {
+		if err := os.Remove(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := shmlog.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Append([]byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("Close of a Log whose file was removed: %v", err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != shmlog.DefaultMaxFileSize {
+		t.Fatalf("the new log's file after the old Log's Close: %v, %v; want %d bytes", fi.Size(), err, shmlog.DefaultMaxFileSize)
+	}
+	noFault(t, "appends to the new log", func() {
+		for range 1000 {
+			if _, err := l.Append(make([]byte, 100)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
