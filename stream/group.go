@@ -175,6 +175,9 @@ func (s *Stream) Group(name string, opts *GroupOptions) (*Group, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.mu.err != nil {
+		return nil, s.wrapErr(s.mu.err) // its groups, closed, are still listed
+	}
 	if g, ok := s.mu.groups[name]; ok {
 		return g, nil
 	}

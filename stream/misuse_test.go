@@ -567,3 +567,32 @@ func TestNextWithDoneContext(t *testing.T) {
 	noErr(t, g.Ack(m.Seq))
 	noErr(t, g.Close())
 }
+
+// TestGroupOfShutStream: Group on a stream deleted, or of a closed store,
+// is the stream's error, even for a group that was open on it.
+func TestGroupOfShutStream(t *testing.T) {
+	st := mustOpen(t, t.TempDir(), nil)
+	defer st.Close()
+	for _, name := range []string{"a", "b"} {
+		s, err := st.Create(name, nil)
+		noErr(t, err)
+		_, err = s.Group("g", nil)
+		noErr(t, err)
+	}
+	a, err := st.Stream("a")
+	noErr(t, err)
+	b, err := st.Stream("b")
+	noErr(t, err)
+	noErr(t, st.Delete("a"))
+	for _, name := range []string{"g", "new"} {
+		if _, err := a.Group(name, nil); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Group(%q) of a deleted stream = %v; want ErrNotFound", name, err)
+		}
+	}
+	noErr(t, st.Close())
+	for _, name := range []string{"g", "new"} {
+		if _, err := b.Group(name, nil); !errors.Is(err, ErrClosed) {
+			t.Errorf("Group(%q) of a closed store's stream = %v; want ErrClosed", name, err)
+		}
+	}
+}
