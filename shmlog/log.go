@@ -552,7 +552,9 @@ func (l *Log) roll(idx uint64) error {
 
 // Sync makes every record committed before it durable: it fdatasyncs each
 // file this Log appended to since the last Sync, then the directory when
-// files may have been created since. ctx is checked between files.
+// files may have been created since. ctx is checked between files. It fails
+// if a file's name no longer names the file this Log mapped (removed or
+// replaced under it).
 func (l *Log) Sync(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
