@@ -123,12 +123,11 @@ const _configVersion = 1
 // file returns the stream.json content of stream name.
 func (c *Config) file(name string) configFile {
 	f := configFile{
-		Version:     _configVersion,
-		Name:        name,
-		SegmentSize: c.SegmentSize,
-		MaxBytes:    c.Retention.MaxBytes,
-		UntilAcked:  c.Retention.UntilAcked,
-
+		Version:       _configVersion,
+		Name:          name,
+		SegmentSize:   c.SegmentSize,
+		MaxBytes:      c.Retention.MaxBytes,
+		UntilAcked:    c.Retention.UntilAcked,
 		MaxRecordSize: c.MaxRecordSize,
 	}
 	if c.Sync != 0 {

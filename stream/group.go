@@ -555,8 +555,8 @@ func (g *Group) Ack(seq uint64) error {
 	}
 	sl := &g.slots[seq&g.mask]
 	if sl.seq.Load() != seq {
-		if g.isClosed() {
-			return ErrClosed
+		if err := g.closedErr(nil); err != nil {
+			return err
 		}
 		return fmt.Errorf("%w: group %q: record %d", ErrNotDelivered, g.name, seq)
 	}
@@ -572,8 +572,8 @@ func (g *Group) Ack(seq uint64) error {
 	return nil
 }
 
-// closedErr returns why the group is closed, or err mapped (see
-// Stream.mapErr) if it is not.
+// closedErr returns why the group is closed (its names and ErrClosed or
+// the stream's error), or err mapped (see Stream.mapErr) if it is open.
 func (g *Group) closedErr(err error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -645,17 +645,17 @@ func (g *Group) Committed() uint64 { return g.c.Committed() }
 // Checkpoint writes the committed position now, durably (it waits for the
 // acked records to be durable in the stream first).
 func (g *Group) Checkpoint() error {
-	if g.isClosed() {
-		return ErrClosed
+	if err := g.closedErr(nil); err != nil {
+		return err
 	}
-	err := g.c.Commit(context.Background())
-	if err == nil {
-		g.mu.Lock()
-		g.mu.lastCkpt = time.Now()
-		g.mu.Unlock()
-		g.truncate()
+	if err := g.c.Commit(context.Background()); err != nil {
+		return g.closedErr(err) // closed meanwhile, or the log failed
 	}
-	return g.s.mapErr(err)
+	g.mu.Lock()
+	g.mu.lastCkpt = time.Now()
+	g.mu.Unlock()
+	g.truncate()
+	return nil
 }
 
 // truncate deletes what every group acked, for a stream kept UntilAcked.
@@ -665,12 +665,6 @@ func (g *Group) truncate() {
 		// checkpointed position of any group, open or not.
 		_ = g.l.TruncateFront(g.l.NextSeq())
 	}
-}
-
-func (g *Group) isClosed() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.mu.closed != nil
 }
 
 // timerPhase returns where in its period the timer of group name of

@@ -135,6 +135,11 @@ func TestAckAfterGroupClose(t *testing.T) {
 	if err := g.Ack(m1.Seq); err != nil {
 		t.Fatalf("Ack of a record acked before Close = %v, want nil", err)
 	}
+	for what, err := range map[string]error{"Ack of a record never delivered": g.Ack(m2.Seq + 1), "Checkpoint": g.Checkpoint()} {
+		if !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), `group "g"`) {
+			t.Errorf("%s after Close = %v, want ErrClosed naming group \"g\"", what, err)
+		}
+	}
 	g2, err := s.Group("g", nil)
 	noErr(t, err)
 	defer g2.Close()
@@ -277,7 +282,7 @@ func TestConcurrentClose(t *testing.T) {
 	t.Run("group", func(t *testing.T) {
 		b, st, s, g := setup(t, t.TempDir())
 		defer st.Close()
-		checkSecondCloseWaits(t, b, g.isClosed, g.Close, g.Close)
+		checkSecondCloseWaits(t, b, func() bool { return g.closedErr(nil) != nil }, g.Close, g.Close)
 		g2, err := s.Group("g", nil) // its cursor was released
 		noErr(t, err)
 		if got := g2.Committed(); got != 2 {

@@ -82,8 +82,8 @@ type Options struct {
 	// published to and no group was open on for about that long; the next
 	// use opens them again. A log that failed (a write or sync error) is
 	// not opened again: the stream returns that error until the store is
-	// reopened, as the log itself would. Negative keeps every used stream open until
-	// Close. Default DefaultIdleTimeout.
+	// reopened, as the log itself would. Negative keeps every used stream
+	// open until Close. Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// Default is the Config of a stream created with a nil *Config.
 	Default *Config
