@@ -499,3 +499,45 @@ func TestReaderWaitAfterClose(t *testing.T) {
 	}
 	check("NewReader", r)
 }
+
+// TestDirectoryNamedLikeSegment: a directory named like a segment is
+// named as the cause by Open, Verify and Repair, which change nothing.
+// They used to report corruption in the intact segment before it ("sealed
+// segment is not whole", "no valid footer but is followed by"), which
+// points an operator at a forced Repair.
+func TestDirectoryNamedLikeSegment(t *testing.T) {
+	dir := t.TempDir()
+	segs := buildLog(t, dir, 1000)
+	l := mustOpen(t, dir, nil)
+	next := l.NextSeq()
+	noErr(t, l.Close())
+	odd := segmentName(next + 10)
+	noErr(t, os.Mkdir(filepath.Join(dir, odd), 0o755))
+	before := map[string][]byte{}
+	for _, s := range segs {
+		b, err := os.ReadFile(filepath.Join(dir, s))
+		noErr(t, err)
+		before[s] = b
+	}
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil || IsCorrupt(err) || !strings.Contains(err.Error(), odd+" is named like a segment but is a directory") {
+			t.Fatalf("%s: %v, want an error naming directory %s", what, err, odd)
+		}
+	}
+	_, err := Open(dir, nil)
+	check("Open", err)
+	_, err = Verify(dir, nil)
+	check("Verify", err)
+	_, err = Repair(dir, false, nil)
+	check("Repair", err)
+	_, err = Repair(dir, true, nil)
+	check("forced Repair", err)
+	for _, s := range segs {
+		b, err := os.ReadFile(filepath.Join(dir, s))
+		noErr(t, err)
+		if !bytes.Equal(b, before[s]) {
+			t.Fatalf("segment %s changed", s)
+		}
+	}
+}

@@ -130,7 +130,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	w, rec, err := recoverLog(fsys, dir, &o)
 	if err != nil {
 		lock.Close()
-		return nil, err
+		return nil, notSegmentFile(fsys, dir, err)
 	}
 	l.w, l.rec = w, rec
 	if l.segs, err = newSegTable(fsys, dir, &o); err != nil {

@@ -69,6 +69,30 @@ func listSegments(fsys vfs.FS, dir string) (segs []segInfo, foreign []string, ow
 	return segs, foreign, own || len(segs) > 0, nil
 }
 
+// notSegmentFile returns, in place of err (the damage that recovery or a
+// Reader found), an error naming an entry of dir that is named like a
+// segment but is a directory or another file that is not a regular file,
+// if there is one: the damage reported was only its consequence (a
+// segment taken for sealed because the entry followed it, a header that
+// cannot be read), and Repair cannot rebuild around it. Otherwise it
+// returns err. It looks only once something failed.
+func notSegmentFile(fsys vfs.FS, dir string, err error) error {
+	segs, _, _, lerr := listSegments(fsys, dir)
+	if lerr != nil {
+		return err
+	}
+	for _, s := range segs {
+		if st, serr := fsys.Stat(filepath.Join(dir, s.name)); serr == nil && !st.Mode().IsRegular() {
+			what := "not a regular file"
+			if st.IsDir() {
+				what = "a directory"
+			}
+			return fmt.Errorf("wal: %s: %s is named like a segment but is %s; move it out of the log directory (%v)", dir, s.name, what, err)
+		}
+	}
+	return err
+}
+
 // _notLogNames bounds how many foreign names a NotLogError lists.
 const _notLogNames = 3
 

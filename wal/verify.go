@@ -56,7 +56,11 @@ func Verify(dir string, opts *Options) (*VerifyReport, error) {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: %v; Open removes it", rep.Torn.Segment, rep.Torn.Damage))
 		rep.Torn = nil
 	}
-	return rep, r.Err()
+	err = r.Err()
+	if IsCorrupt(err) {
+		err = notSegmentFile(r.fsys, dir, err)
+	}
+	return rep, err
 }
 
 // RepairReport says what Repair did.
