@@ -732,3 +732,70 @@ func TestDropDuringCloseIsMarked(t *testing.T) {
 			res.markedDrops, st.Records, st.WrittenRecords, st.DroppedRecords)
 	}
 }
+
+// TestOnErrorWritesToRing: OnError logs the sink's failures through the
+// Ring itself (a logger that writes to it), while the Ring is full because
+// the sink is down. The record OnError writes waits for room, which only
+// the flusher makes; the flusher must not be the goroutine waiting, or
+// the Ring hangs for good, even after the sink comes back.
+func TestOnErrorWritesToRing(t *testing.T) {
+	const size, recLen = 64 << 10, 1000
+	var r *Ring
+	var calls atomic.Int32
+	sink := &collectWriter{fail: func(call, n int) (int, error) {
+		c := calls.Add(1)
+		if c == 1 {
+			// Down until the producer has filled the ring: then not even
+			// OnError's record fits.
+			for r.Stats().QueuedBytes <= size-2*recLen {
+				runtime.Gosched()
+			}
+		}
+		if c <= 3 {
+			return 0, errors.New("sink down")
+		}
+		return 0, nil
+	}}
+	var err error
+	r, err = NewRing(sink, &RingOptions{
+		Size:            size,
+		RetryBackoff:    time.Millisecond,
+		RetryMaxBackoff: time.Millisecond,
+		OnError: func(err error) {
+			// What a logger writing to the Ring does; its error is
+			// dropped, as slog drops it.
+			r.Write(append(bytes.Repeat([]byte("."), 2*recLen), fmt.Sprintf(" %v\n", err)...))
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var want []byte
+	for i := range 3 * size / recLen {
+		rec, _ := payload.Append(nil, 0, uint64(i), recLen)
+		want = append(want, rec...)
+	}
+	go func() {
+		defer close(done)
+		for rec := range bytes.Lines(want) {
+			if _, err := r.Write(rec); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	within(t, done, "the producer; the Ring hangs")
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for line := range bytes.Lines(sink.bytes()) {
+		if !bytes.HasPrefix(line, []byte("....")) {
+			got = append(got, line...)
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("the sink got %d bytes of records, want %d", len(got), len(want))
+	}
+}

@@ -133,13 +133,15 @@ type RingOptions struct {
 	// failure is counted (Stats.Retries) and passed to OnError.
 
 	// OnError, if set, is called with every failed write to the io.Writer
-	// sink, on the flusher goroutine, and, for OpenFile with Rotate, with
-	// every error met syncing, compressing or pruning rotated files, on
-	// the goroutines that do that, and with a rotation's finding that
-	// another program deleted or renamed the file, on the flusher
-	// goroutine: calls may come from several goroutines at once. It must
-	// not call the Ring's Flush, Sync, Reopen or Close, and should return
-	// quickly.
+	// sink and, for OpenFile with Rotate, with every error met syncing,
+	// compressing or pruning rotated files, and with a rotation's finding
+	// that another program deleted or renamed the file. It is called on a
+	// goroutine of its own, one error at a time, in order, so it may write
+	// to the Ring (a logger that logs through it) without holding up the
+	// flusher, which makes the room such a write may wait for. While it
+	// runs, up to 64 more errors wait for it; errors beyond those are
+	// counted (Stats.Retries, Stats.RotationErrors) but not passed on. It
+	// must not call the Ring's Close.
 	OnError func(error)
 	// RetryBackoff and RetryMaxBackoff: defaults DefaultRetryBackoff and
 	// DefaultRetryMaxBackoff.
@@ -242,6 +244,53 @@ func (o *RingOptions) withDefaults() RingOptions {
 	return c
 }
 
+// _maxPendingErrors bounds the errors that wait for a running OnError.
+const _maxPendingErrors = 64
+
+// reporter passes errors to OnError on a goroutine of its own. An OnError
+// that writes to the Ring waits for room when the Ring is full, and only
+// the flusher makes room: called on the flusher (or on the closer, which
+// the flusher's Sync waits for), it would hang the Ring for good.
+type reporter struct {
+	w       *worker[error]
+	pending atomic.Int32 // errors queued or being reported
+}
+
+// startReporter starts the reporter of o.OnError, if set, and puts its
+// report in o.OnError for the sinks to call. It returns nil without
+// OnError.
+func (o *RingOptions) startReporter() *reporter {
+	if o.OnError == nil {
+		return nil
+	}
+	fn := o.OnError
+	rep := &reporter{}
+	rep.w = newWorker(func(err error) {
+		defer rep.pending.Add(-1)
+		fn(err)
+	})
+	o.OnError = rep.report
+	return rep
+}
+
+// report queues err for OnError, unless _maxPendingErrors errors are
+// waiting already. It never blocks.
+func (r *reporter) report(err error) {
+	if r.pending.Add(1) > _maxPendingErrors {
+		r.pending.Add(-1)
+		return
+	}
+	r.w.push(err)
+}
+
+// stop reports the errors queued, then joins the goroutine. A nil
+// reporter does nothing.
+func (r *reporter) stop() {
+	if r != nil {
+		r.w.stop()
+	}
+}
+
 // ringSink is an engine.Sink that the Ring releases after the engine
 // stopped.
 type ringSink interface {
@@ -281,6 +330,7 @@ type Ring struct {
 	markersN     atomic.Uint64
 	markerBytes  atomic.Uint64
 
+	rep        *reporter // calls OnError; nil without it
 	lock       io.Closer // OpenFile's lock on the file; nil for NewRing
 	closed     atomic.Bool
 	closeOnce  sync.Once
@@ -315,6 +365,7 @@ func NewRing(w io.Writer, opts *RingOptions) (*Ring, error) {
 		return nil, errors.New("writer: NewRing cannot rotate an io.Writer: Rotate needs OpenFile")
 	}
 	o := opts.withDefaults()
+	rep := o.startReporter()
 	giveUp := make(chan struct{})
 	s := newStreamSink(w, &o, giveUp)
 	if !o.SplitWrites {
@@ -322,9 +373,11 @@ func NewRing(w io.Writer, opts *RingOptions) (*Ring, error) {
 	}
 	r, err := newRing(s, o, giveUp)
 	if err != nil {
+		rep.stop()
 		return nil, err
 	}
 	r.cut = s.marks
+	r.rep = rep
 	return r, nil
 }
 
@@ -386,16 +439,20 @@ func openRotating(path string, o RingOptions) (*Ring, error) {
 	if o.Rotate != nil {
 		m = newMarks(o.Size)
 	}
+	rep := o.startReporter()
 	s, err := openRotSink(path, &o, m, maxClaim(o.Size))
 	if err != nil {
+		rep.stop()
 		return nil, err
 	}
 	r, err := newRing(s, o, make(chan struct{}))
 	if err != nil {
 		s.close()
+		rep.stop()
 		return nil, err
 	}
 	r.cut = m
+	r.rep = rep
 	s.startSchedule(func() uint64 { pos, _ := r.e.Tail(); return pos })
 	return r, nil
 }
@@ -707,6 +764,7 @@ func (r *Ring) CloseContext(ctx context.Context) error {
 				err = lerr
 			}
 		}
+		r.rep.stop() // after the last error was reported
 		r.closeErr = err
 	})
 	return r.closeErr
