@@ -601,3 +601,34 @@ func TestGroupOfShutStream(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateDirSyncFails: a Create whose last directory fsync fails
+// reports it, and the stream, whole on disk, is known to the store (as a
+// reopen would find it): Create again is ErrExists, not a rename error.
+func TestCreateDirSyncFails(t *testing.T) {
+	dir := t.TempDir()
+	sdir := filepath.Join(dir, _streamsDir)
+	var armed atomic.Bool
+	fsys := vfs.WithFaults(vfs.OS(), func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if op == vfs.OpSyncDir && name == sdir && armed.CompareAndSwap(true, false) {
+			return 0, syscall.EIO
+		}
+		return n, nil
+	})
+	st := mustOpen(t, dir, &Options{fsys: fsys})
+	defer st.Close()
+	armed.Store(true)
+	if _, err := st.Create("s", nil); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Create with the directory fsync failing = %v, want EIO", err)
+	}
+	if got := st.List(); len(got) != 1 || got[0] != "s" {
+		t.Fatalf("List after that Create = %q, want [s]", got)
+	}
+	if _, err := st.Create("s", nil); !errors.Is(err, ErrExists) {
+		t.Fatalf("Create again = %v, want ErrExists", err)
+	}
+	s, err := st.Stream("s")
+	noErr(t, err)
+	_, err = s.Publish([]byte("x"))
+	noErr(t, err)
+}

@@ -395,14 +395,15 @@ func (st *Store) Create(name string, cfg *Config) (*Stream, error) {
 	if err := fsys.Rename(tmp, final); err != nil {
 		return fail(err)
 	}
-	if err := fsys.SyncDir(sdir); err != nil {
-		// The rename may or may not survive a crash; the stream is whole
-		// either way, but the caller must not rely on it.
-		return nil, fmt.Errorf("stream: create %q: sync %s: %w", name, sdir, err)
-	}
 	s := newStream(st, name, final, c)
 	st.mu.streams[name] = s
 	st.count.Add(1)
+	if err := fsys.SyncDir(sdir); err != nil {
+		// The rename may or may not survive a crash; the stream is whole
+		// either way, and there until then, but the caller must not rely
+		// on it.
+		return nil, fmt.Errorf("stream: create %q: sync %s: %w", name, sdir, err)
+	}
 	return s, nil
 }
 
