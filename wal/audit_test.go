@@ -116,6 +116,20 @@ func TestSmallerMaxRecordSizeCutsNothing(t *testing.T) {
 	}
 }
 
+// TestSmallerMaxRecordSizeLargeRecord: a record of more than the 1 MiB
+// the check reads at a time is recognised too.
+func TestSmallerMaxRecordSizeLargeRecord(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, nil)
+	_, err := l.Append(testPayload(1, 0, 3<<19))
+	noErr(t, err)
+	noErr(t, l.Close())
+	_, err = Open(dir, &Options{MaxRecordSize: 1 << 20})
+	checkTooLarge(t, "Open", err)
+	l = mustOpen(t, dir, nil)
+	noErr(t, l.Close())
+}
+
 // TestSmallerMaxRecordSizeLiveReader: a Log reopened with a smaller
 // MaxRecordSize than its sealed segments were written with opens (it
 // trusts their footers) and its Readers report the larger records as

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -434,22 +435,30 @@ func (r *Reader) checkFooterFrame(fr frame.Frame, off int64) error {
 // maxRec (a record a Log with a larger Options.MaxRecordSize wrote), and
 // nil otherwise. A Reader that met a length above its limit calls it
 // before taking the bytes for damage: a record is never cut, nor reported
-// as corruption, for a smaller MaxRecordSize.
+// as corruption, for a smaller MaxRecordSize. It checks the checksum in
+// chunks, so a garbage length costs reads, not memory.
 func oversizedRecord(f vfs.File, seg string, off int64, maxRec int) error {
 	var h [frame.HeaderSize]byte
 	if n, _ := f.ReadAt(h[:], off); n < len(h) {
 		return nil
 	}
-	length := int64(binary.LittleEndian.Uint32(h[4:8]) & frame.MaxPayload)
+	word := binary.LittleEndian.Uint32(h[4:8])
+	length := int64(word & frame.MaxPayload)
 	size, err := f.Size()
-	if err != nil || length <= int64(maxRec) || off+frame.HeaderSize+length > size {
+	if err != nil || frame.Kind(word>>30) != frame.KindRecord || length <= int64(maxRec) || off+frame.HeaderSize+length > size {
 		return nil
 	}
-	b := make([]byte, frame.HeaderSize+length)
-	if n, _ := f.ReadAt(b, off); n < len(b) {
-		return nil
+	crc := crc32.Update(0, _castagnoli, h[4:])
+	buf := make([]byte, min(length, 1<<20))
+	for p, end := off+frame.HeaderSize, off+frame.HeaderSize+length; p < end; {
+		b := buf[:min(int64(len(buf)), end-p)]
+		if n, _ := f.ReadAt(b, p); n < len(b) {
+			return nil
+		}
+		crc = crc32.Update(crc, _castagnoli, b)
+		p += int64(len(b))
 	}
-	if fr, _, err := frame.Decode(b); err != nil || fr.Kind != frame.KindRecord {
+	if frame.Mask(crc) != binary.LittleEndian.Uint32(h[0:4]) {
 		return nil
 	}
 	return fmt.Errorf("%w: %s at byte offset %d holds an intact record of %d bytes, more than MaxRecordSize %d: the log was written with a larger MaxRecordSize; open or read it with at least %d",
