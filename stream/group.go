@@ -224,13 +224,20 @@ func (s *Stream) openGroup(l *wal.Log, name string, given *GroupOptions) (*Group
 	if o.MaxAckPending == 0 {
 		o.MaxAckPending = DefaultMaxAckPending
 	}
+	var bad string
 	switch {
 	case o.AckWait < 0 || o.CheckpointEvery < 0:
-		return nil, fmt.Errorf("negative AckWait %v or CheckpointEvery %v", o.AckWait, o.CheckpointEvery)
+		bad = fmt.Sprintf("negative AckWait %v or CheckpointEvery %v", o.AckWait, o.CheckpointEvery)
 	case o.MaxDeliver < 0:
-		return nil, fmt.Errorf("negative MaxDeliver %d", o.MaxDeliver)
+		bad = fmt.Sprintf("negative MaxDeliver %d", o.MaxDeliver)
 	case o.MaxAckPending < 0 || o.MaxAckPending > MaxAckPending:
-		return nil, fmt.Errorf("MaxAckPending %d not in [1, %d]", o.MaxAckPending, MaxAckPending)
+		bad = fmt.Sprintf("MaxAckPending %d not in [1, %d]", o.MaxAckPending, MaxAckPending)
+	}
+	switch {
+	case bad != "" && given == nil:
+		return nil, &MetaError{Path: path, Problem: bad} // the stored options
+	case bad != "":
+		return nil, errors.New(bad)
 	}
 	if !exists && o.StartAt != 0 {
 		// Checked before the cursor is made: the cursor of a group refused

@@ -248,6 +248,11 @@ func TestBadMetadata(t *testing.T) {
 		if _, err := s.Group("g", nil); !errors.Is(err, ErrBadMeta) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "ack_wait") {
 			t.Fatalf("Group with damaged options = %v; want ErrBadMeta naming %s", err, p)
 		}
+		// Stored options out of range are the file's fault too.
+		noErr(t, os.WriteFile(p, []byte(`{"version":1,"name":"g","ack_wait":"1s","checkpoint_every":"1s","max_ack_pending":99999}`), 0o644))
+		if _, err := s.Group("g", nil); !errors.Is(err, ErrBadMeta) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "MaxAckPending 99999") {
+			t.Fatalf("Group with stored options out of range = %v; want ErrBadMeta naming %s", err, p)
+		}
 		// Options given explicitly replace the damaged file.
 		g, err := s.Group("g", &GroupOptions{AckWait: time.Minute})
 		noErr(t, err)
