@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"math"
 	"math/bits"
 	"path/filepath"
 	"slices"
@@ -27,6 +28,9 @@ const (
 	// yet acked above its committed position: the span of the ack window
 	// of its wal.Cursor.
 	MaxAckPending = 8192
+	// _maxAckWait bounds GroupOptions.AckWait (146 years): a deadline,
+	// nanoseconds since the group opened, stays below math.MaxInt64.
+	_maxAckWait = time.Duration(math.MaxInt64 / 2)
 	// DefaultMaxAckPending is the default GroupOptions.MaxAckPending. A
 	// group keeps 32 bytes of state per record of its window, so a store
 	// of many groups wants the window no wider than its consumers need.
@@ -40,7 +44,8 @@ const (
 type GroupOptions struct {
 	// AckWait is how long a delivered record may stay unacked before it is
 	// delivered again, to whichever member asks next. Default
-	// DefaultAckWait. The group's timer checks every AckWait/4 (at least
+	// DefaultAckWait; math.MaxInt64 (or anything over 146 years) means
+	// never. The group's timer checks every AckWait/4 (at least
 	// 1 ms, at most CheckpointEvery and 1 s), and a delivery's deadline
 	// is set by the first check after it, so a record unacked goes out
 	// again between AckWait and AckWait plus two of those periods after
@@ -218,6 +223,9 @@ func (s *Stream) openGroup(l *wal.Log, name string, given *GroupOptions) (*Group
 	if o.AckWait == 0 {
 		o.AckWait = DefaultAckWait
 	}
+	// An AckWait meant as "never" (math.MaxInt64) must not overflow a
+	// delivery's deadline into the past.
+	o.AckWait = min(o.AckWait, _maxAckWait)
 	if o.CheckpointEvery == 0 {
 		o.CheckpointEvery = DefaultCheckpointEvery
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -631,4 +632,26 @@ func TestCreateDirSyncFails(t *testing.T) {
 	noErr(t, err)
 	_, err = s.Publish([]byte("x"))
 	noErr(t, err)
+}
+
+// TestAckWaitForever: an AckWait meant as "never redeliver"
+// (math.MaxInt64) does not overflow the deadline into the past.
+func TestAckWaitForever(t *testing.T) {
+	st := mustOpen(t, t.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("s", nil)
+	noErr(t, err)
+	g, err := s.Group("g", &GroupOptions{AckWait: math.MaxInt64, CheckpointEvery: time.Millisecond})
+	noErr(t, err)
+	_, err = s.Publish([]byte("x"))
+	noErr(t, err)
+	_, err = g.Next(context.Background(), nil)
+	noErr(t, err)
+	delivered := time.Now()
+	// The timer checkpoints at every pass (CheckpointEvery is its period),
+	// after setting the deadlines of the deliveries before it.
+	waitFor(t, "a timer pass after the delivery", func() bool { return g.Stats().CheckpointAge < time.Since(delivered) })
+	if gs := g.Stats(); gs.Redeliveries != 0 || gs.Pending != 1 {
+		t.Fatalf("with AckWait math.MaxInt64, after a timer pass: %d queued for redelivery, %d pending; want 0 and 1", gs.Redeliveries, gs.Pending)
+	}
 }
