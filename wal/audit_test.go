@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -554,4 +555,108 @@ func TestDirectoryNamedLikeSegment(t *testing.T) {
 			t.Fatalf("segment %s changed", s)
 		}
 	}
+}
+
+// mkfifo makes a named pipe at path with mkfifo(1), or skips the test.
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if _, err := exec.LookPath("mkfifo"); err != nil {
+		t.Skip("no mkfifo(1)")
+	}
+	if out, err := exec.Command("mkfifo", path).CombinedOutput(); err != nil {
+		t.Skipf("mkfifo: %v: %s", err, out)
+	}
+}
+
+// within returns f's result, or fails the test if f has not returned
+// after a generous deadline (a hang), leaving its goroutine blocked.
+func within(t *testing.T, what string, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatalf("%s hangs", what)
+		return nil
+	}
+}
+
+// TestNamedPipeNamedLikeLogFile: a named pipe (FIFO) in the place of a
+// segment, an index file or a cursor file is refused with an error naming
+// it. Opening one for reading blocks until a writer comes: Open, Verify,
+// Repair, OpenReader, Cursor and ReadCursors used to hang on it for good.
+func TestNamedPipeNamedLikeLogFile(t *testing.T) {
+	fifoErr := func(t *testing.T, what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "named pipe") {
+			t.Fatalf("%s: %v, want an error naming the named pipe", what, err)
+		}
+	}
+	t.Run("segment", func(t *testing.T) {
+		dir := t.TempDir()
+		segs := buildLog(t, dir, 1000)
+		tail := filepath.Join(dir, segs[len(segs)-1])
+		noErr(t, os.Remove(tail))
+		mkfifo(t, tail)
+		fifoErr(t, "Open", within(t, "Open", func() error {
+			l, err := Open(dir, nil)
+			if err == nil {
+				l.Close()
+			}
+			return err
+		}))
+		fifoErr(t, "Verify", within(t, "Verify", func() error { _, err := Verify(dir, nil); return err }))
+		fifoErr(t, "forced Repair", within(t, "Repair", func() error { _, err := Repair(dir, true, nil); return err }))
+		fifoErr(t, "OpenReader", within(t, "OpenReader", func() error {
+			r, err := OpenReader(dir, 0, nil)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			for r.Next() {
+			}
+			return r.Err()
+		}))
+	})
+	t.Run("index", func(t *testing.T) {
+		dir := t.TempDir()
+		buildLog(t, dir, 1000)
+		idx := filepath.Join(dir, segmentName(1)+idxSuffix)
+		noErr(t, os.Remove(idx))
+		mkfifo(t, idx)
+		l := mustOpen(t, dir, nil)
+		defer l.Close()
+		noErr(t, within(t, "NewReader", func() error {
+			r, err := l.NewReader(200, nil) // an index is only a hint: walked instead
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			if !r.Next() || r.Seq() != 200 {
+				return fmt.Errorf("NewReader(200): %d, %v", r.Seq(), r.Err())
+			}
+			return nil
+		}))
+	})
+	t.Run("cursor", func(t *testing.T) {
+		dir := t.TempDir()
+		buildLog(t, dir, 10)
+		noErr(t, os.Mkdir(filepath.Join(dir, cursorDir), 0o755))
+		mkfifo(t, filepath.Join(dir, cursorDir, "ship"))
+		l := mustOpen(t, dir, nil)
+		fifoErr(t, "Cursor", within(t, "Cursor", func() error { _, err := l.Cursor("ship"); return err }))
+		noErr(t, l.Close())
+		fifoErr(t, "ReadCursors", within(t, "ReadCursors", func() error {
+			infos, err := ReadCursors(dir, nil)
+			if err != nil {
+				return err
+			}
+			if len(infos) != 1 {
+				return fmt.Errorf("ReadCursors: %+v", infos)
+			}
+			return infos[0].Err
+		}))
+	})
 }

@@ -192,7 +192,7 @@ func decodeCursor(b []byte) (name string, committed uint64, problem string) {
 // fs.ErrNotExist.
 func readCursorFile(fsys vfs.FS, dir, name string) (uint64, error) {
 	path := filepath.Join(dir, cursorDir, name)
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	f, err := openRegular(fsys, path, os.O_RDONLY)
 	if err != nil {
 		return 0, err
 	}

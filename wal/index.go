@@ -127,7 +127,7 @@ func (t *segTable) writeIndexFile(s *liveSeg) error {
 // resumes from it). REQUIRES: s.idx.mu held, index not started, a
 // reference to s held.
 func (t *segTable) loadIndexFile(s *liveSeg, size int64) bool {
-	f, err := t.fsys.OpenFile(filepath.Join(t.dir, s.name+idxSuffix), os.O_RDONLY, 0)
+	f, err := openRegular(t.fsys, filepath.Join(t.dir, s.name+idxSuffix), os.O_RDONLY)
 	if err != nil {
 		return false
 	}

@@ -298,7 +298,7 @@ func (r *Reader) openSegment() error {
 		}
 		return r.corrupt(0, chainError(prev, r.expect, s.firstSeq))
 	}
-	f, err := r.fsys.OpenFile(filepath.Join(r.dir, s.name), os.O_RDONLY, 0)
+	f, err := openRegular(r.fsys, filepath.Join(r.dir, s.name), os.O_RDONLY)
 	if err != nil {
 		if first, ok := r.deletedBefore(s.firstSeq, err); ok {
 			// Retention deleted it since the listing, in the process

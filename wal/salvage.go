@@ -78,7 +78,7 @@ func salvage(o *Options, dir string, out *RepairReport) error {
 
 // readWhole reads a segment file into memory (Repair works offline).
 func readWhole(o *Options, dir, name string) ([]byte, error) {
-	f, err := o.fsys.OpenFile(filepath.Join(dir, name), os.O_RDONLY, 0)
+	f, err := openRegular(o.fsys, filepath.Join(dir, name), os.O_RDONLY)
 	if err != nil {
 		return nil, fmt.Errorf("wal: repair: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -93,6 +94,35 @@ func notSegmentFile(fsys vfs.FS, dir string, err error) error {
 	return err
 }
 
+// openRegular opens the existing file at path with flag (no O_CREATE),
+// after checking that it is a regular file: opening a named pipe (FIFO)
+// for reading blocks until a writer comes, so a FIFO named like a
+// segment, index, cursor or LOCK file would hang Open, Readers, Verify,
+// Repair and cursors for good; a directory or device is no log file
+// either. (A file swapped in between the check and the open is not
+// caught: this refuses what is there, it does not defend against a race.)
+func openRegular(fsys vfs.FS, path string, flag int) (vfs.File, error) {
+	st, err := fsys.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if m := st.Mode(); !m.IsRegular() {
+		what := "not a regular file"
+		switch {
+		case m.IsDir():
+			what = "a directory"
+		case m&fs.ModeNamedPipe != 0:
+			what = "a named pipe (FIFO)"
+		case m&fs.ModeSocket != 0:
+			what = "a socket"
+		case m&fs.ModeDevice != 0:
+			what = "a device"
+		}
+		return nil, fmt.Errorf("%s is %s, not a regular file", path, what)
+	}
+	return fsys.OpenFile(path, flag, 0)
+}
+
 // _notLogNames bounds how many foreign names a NotLogError lists.
 const _notLogNames = 3
 
@@ -129,7 +159,7 @@ func ourLock(fsys vfs.FS, dir string) bool {
 			return true
 		}
 	}
-	f, err := fsys.OpenFile(filepath.Join(dir, lockName), os.O_RDONLY, 0)
+	f, err := openRegular(fsys, filepath.Join(dir, lockName), os.O_RDONLY)
 	if err != nil {
 		return false
 	}
@@ -160,7 +190,7 @@ func lockLog(fsys vfs.FS, dir, op, holder string) (io.Closer, error) {
 // lockHolder returns the holder text written in the lock file at path, or
 // "an unknown holder".
 func lockHolder(fsys vfs.FS, path string) string {
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	f, err := openRegular(fsys, path, os.O_RDONLY)
 	if err != nil {
 		return "an unknown holder"
 	}

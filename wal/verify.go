@@ -175,7 +175,7 @@ func Repair(dir string, force bool, opts *Options) (*RepairReport, error) {
 // cutSegment copies [at, end) of the tail segment into a side file,
 // truncates the segment at at and rewrites its durable mark to match.
 func cutSegment(o *Options, dir, name string, at int64, nextSeq uint64, out *RepairReport) error {
-	f, err := o.fsys.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+	f, err := openRegular(o.fsys, filepath.Join(dir, name), os.O_RDWR)
 	if err != nil {
 		return fmt.Errorf("wal: repair: %w", err)
 	}
