@@ -44,7 +44,9 @@ type Options struct {
 	// for that long even though its writer lives (its Commit then fails
 	// with ErrPadded). 0 never pads over a live writer.
 	LiveTimeout time.Duration
-	// Perm is the permission of files Open creates; 0 means 0o644.
+	// Perm is the permission of files Open creates; 0 means 0o644. It
+	// must let the owner read and write (every process maps the files
+	// read-write).
 	Perm os.FileMode
 }
 
@@ -175,6 +177,10 @@ func Open(path string, o *Options) (*Log, error) {
 	opts, err := o.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if opts.Perm&^os.ModePerm != 0 || opts.Perm&0o600 != 0o600 {
+		// Every process maps the files read-write, their creator too.
+		return nil, fmt.Errorf("shmlog: Perm %v: want permission bits that let the owner read and write", opts.Perm)
 	}
 	l := &Log{path: path, o: opts, alive: processAlive}
 	if err := l.open(); err != nil {

@@ -99,10 +99,15 @@ func TestMisuse(t *testing.T) {
 }
 
 func TestBadOptions(t *testing.T) {
-	for _, o := range []shmlog.Options{{MaxFileSize: 100}, {MaxFileSize: 8193}, {MaxFileSize: 8 << 30}, {CommitTimeout: -1}} {
-		if l, err := shmlog.Open(logPath(t), &o); err == nil {
+	for _, o := range []shmlog.Options{{MaxFileSize: 100}, {MaxFileSize: 8193}, {MaxFileSize: 8 << 30}, {CommitTimeout: -1},
+		{Perm: 0o444}, {Perm: 0o200}, {Perm: os.ModeDir | 0o644}} { // the creator could not map its own log
+		path := logPath(t)
+		if l, err := shmlog.Open(path, &o); err == nil {
 			l.Close()
 			t.Errorf("Open with %+v succeeded", o)
+		}
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("Open with %+v created %s (%v)", o, path, err)
 		}
 	}
 	l, err := shmlog.Open(logPath(t), &shmlog.Options{MaxFileSize: 8192})
