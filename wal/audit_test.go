@@ -660,3 +660,41 @@ func TestNamedPipeNamedLikeLogFile(t *testing.T) {
 		}))
 	})
 }
+
+// TestForcedRepairKeepsLargerRecords: a forced Repair with a smaller
+// MaxRecordSize than the log was written with cuts only the damaged
+// record, whether its payload or its header is damaged. It looked for the
+// frame after the damage among lengths up to its own MaxRecordSize, so it
+// cut every larger intact record after the damage (to the segment's end)
+// and recorded them lost.
+func TestForcedRepairKeepsLargerRecords(t *testing.T) {
+	for name, at := range map[string]int64{"payload": frame.HeaderSize + 100, "header": 8} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			const size = 5000
+			l := mustOpen(t, dir, &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10})
+			for i := 0; l.Stats().SegmentsCreated < 2; i++ {
+				_, err := l.Append(testPayload(1, i, size))
+				noErr(t, err)
+				noErr(t, l.Flush(context.Background()))
+			}
+			n := l.NextSeq() - 1
+			noErr(t, l.Close())
+			flipByte(t, filepath.Join(dir, segmentName(1)), headerPage+at) // record 1
+			small := &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10, MaxRecordSize: 1000}
+			rep, err := Repair(dir, true, small)
+			noErr(t, err)
+			if len(rep.Gaps) != 1 || rep.Gaps[0].First != 1 || rep.Gaps[0].End != 2 {
+				t.Fatalf("repair recorded gaps %+v (cut %d bytes), want record 1 alone", rep.Gaps, rep.CutBytes())
+			}
+			r, err := OpenReader(dir, 0, nil)
+			noErr(t, err)
+			defer r.Close()
+			r.readThroughGaps()
+			noErr(t, r.Err())
+			if r.records != n-1 {
+				t.Fatalf("%d records after the repair, want %d (all but record 1)", r.records, n-1)
+			}
+		})
+	}
+}

@@ -235,9 +235,9 @@ func salvageSegment(o *Options, dir string, s segInfo, tail bool, nextFirst uint
 			b.cuts = append(b.cuts, [2]int64{pos, end})
 			break
 		}
-		q, seq, ok := skipRecord(data, pos, expect, s.firstSeq, o.MaxRecordSize)
+		q, seq, ok := skipRecord(data, pos, expect, s.firstSeq)
 		if !ok {
-			q, seq, ok = resync(data, pos, expect, s.firstSeq, o.MaxRecordSize)
+			q, seq, ok = resync(data, pos, expect, s.firstSeq)
 		}
 		if !ok {
 			b.cuts = append(b.cuts, [2]int64{pos, end})
@@ -309,14 +309,14 @@ func salvageSegment(o *Options, dir string, s segInfo, tail bool, nextFirst uint
 // decodes inside the damaged record's payload, and a record that carries
 // a frame of its own sequence number (a log of logs) would be replaced by
 // the frame it carries, with no gap recorded.
-func skipRecord(data []byte, pos int64, expect, segFirst uint64, maxRec int) (int64, uint64, bool) {
+func skipRecord(data []byte, pos int64, expect, segFirst uint64) (int64, uint64, bool) {
 	if pos+frame.HeaderSize > int64(len(data)) {
 		return 0, 0, false
 	}
 	h := data[pos : pos+frame.HeaderSize]
 	word := binary.LittleEndian.Uint32(h[4:8])
 	length := int64(word & frame.MaxPayload)
-	if frame.Kind(word>>30) != frame.KindRecord || length > int64(maxRec) || binary.LittleEndian.Uint64(h[8:16]) != expect {
+	if frame.Kind(word>>30) != frame.KindRecord || binary.LittleEndian.Uint64(h[8:16]) != expect {
 		return 0, 0, false
 	}
 	q := pos + frame.HeaderSize + length
@@ -342,8 +342,10 @@ func skipRecord(data []byte, pos int64, expect, segFirst uint64, maxRec int) (in
 // the right checksum and a plausible sequence number: at least expect, and
 // at most expect plus the number of records that could have fit in the
 // bytes skipped. It returns that position and the sequence number the frame
-// starts at (a footer's: the next segment's first).
-func resync(data []byte, pos int64, expect, segFirst uint64, maxRec int) (int64, uint64, bool) {
+// starts at (a footer's: the next segment's first). A frame's length is
+// bounded by the bytes there, not by Options.MaxRecordSize: the log may
+// have been written with a larger one, and its records are kept.
+func resync(data []byte, pos int64, expect, segFirst uint64) (int64, uint64, bool) {
 	for q := pos + 1; q+frame.HeaderSize <= int64(len(data)); q++ {
 		h := data[q : q+frame.HeaderSize]
 		seq := binary.LittleEndian.Uint64(h[8:16])
@@ -352,7 +354,7 @@ func resync(data []byte, pos int64, expect, segFirst uint64, maxRec int) (int64,
 			continue
 		}
 		word := binary.LittleEndian.Uint32(h[4:8])
-		if word>>30 == 0 || int(word&frame.MaxPayload) > max(maxRec, frame.FooterSize) {
+		if word>>30 == 0 || q+frame.HeaderSize+int64(word&frame.MaxPayload) > int64(len(data)) {
 			continue
 		}
 		fr, n, err := frame.Decode(data[q:])
