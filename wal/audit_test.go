@@ -698,3 +698,39 @@ func TestForcedRepairKeepsLargerRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenCursorDoesNotClampToAnUnreadEnd: OpenCursor finds the log's end
+// by reading its last segment; where that read stops before the end (a
+// record longer than its MaxRecordSize, damage), it fails. It used to take
+// the place it stopped for the end, "clamp" a checkpoint past it back to
+// it and write that down.
+func TestOpenCursorDoesNotClampToAnUnreadEnd(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, &Options{SegmentSize: 1 << 20, BufferSize: 64 << 10})
+	for i := range 20 {
+		_, err := l.Append(testPayload(1, i, 100+4900*(i/10))) // 10 small, then 10 of 5000 bytes
+		noErr(t, err)
+	}
+	c, err := l.Cursor("ship")
+	noErr(t, err)
+	for seq := uint64(1); seq <= 15; seq++ {
+		noErr(t, c.Ack(seq))
+	}
+	noErr(t, c.Close())
+	noErr(t, l.Close())
+	committed, err := readCursorFile(vfs.OS(), dir, "ship")
+	noErr(t, err)
+	if committed != 16 {
+		t.Fatalf("checkpoint %d, want 16", committed)
+	}
+	fc, err := OpenCursor(dir, "ship", &Options{MaxRecordSize: 1000}, nil)
+	if err == nil {
+		from, _ := fc.Clamped()
+		fc.Close()
+		t.Fatalf("OpenCursor with a smaller MaxRecordSize opened (clamped from %d to %d)", from, fc.Committed())
+	}
+	checkTooLarge(t, "OpenCursor", err)
+	if got, err := readCursorFile(vfs.OS(), dir, "ship"); err != nil || got != committed {
+		t.Fatalf("checkpoint %d, %v after the refused OpenCursor, want %d", got, err, committed)
+	}
+}

@@ -1037,7 +1037,10 @@ func ReadCursors(dir string, opts *Options) ([]CursorInfo, error) {
 // readBounds returns the first sequence number of the log in dir and the
 // one after its last whole record, reading its last segment through (1
 // and 1 for a log with no segments). It works while another process
-// writes the log.
+// writes the log. What stops the read before the segment's end, other
+// than a torn tail or a recorded gap (damage, a record longer than
+// o.MaxRecordSize), is an error: the end is not known, and a cursor
+// checkpointed past where the read stopped must not be clamped to it.
 func readBounds(dir string, o *Options) (first, next uint64, err error) {
 	r, err := OpenReader(dir, 0, o)
 	if err != nil {
@@ -1049,6 +1052,9 @@ func readBounds(dir string, o *Options) (first, next uint64, err error) {
 	}
 	r.i, r.expect = len(r.segs)-1, r.segs[len(r.segs)-1].firstSeq
 	r.readThroughGaps()
+	if err := r.Err(); err != nil {
+		return 0, 0, err
+	}
 	return r.segs[0].firstSeq, r.expect, nil
 }
 
