@@ -56,6 +56,9 @@ var ErrRecordTooLarge = errors.New("ship: record too large for Kafka")
 // refuses the shipper's user the right to write.
 var ErrNotAuthorized = errors.New("ship: not authorized")
 
+// ErrClosed is returned by Run on a Shipper that was closed.
+var ErrClosed = errors.New("ship: shipper closed")
+
 // ErrUnreachable is returned (wrapped, naming the brokers and the last
 // connection error) when no broker answered within ConnectTimeout.
 var ErrUnreachable = errors.New("ship: cannot reach Kafka")
@@ -155,8 +158,9 @@ type Stats struct {
 	LastError string
 }
 
-// Shipper ships one log to Kafka. Run it once; Stats may be called
-// concurrently.
+// Shipper ships one log to Kafka. Run ships; one Run at a time (a Run
+// while another runs is refused), and Run may be called again once it
+// returned. Stats and Close may be called concurrently with Run.
 type Shipper struct {
 	in     source
 	o      KafkaOptions
@@ -202,6 +206,15 @@ type Shipper struct {
 	promise  func(*kgo.Record, error) // s.acked, made once
 	// onAck, if set (tests), is called with each record Kafka acknowledged.
 	onAck func(seq uint64)
+
+	// run is the Run in progress, if any, and whether Close was called.
+	run struct {
+		sync.Mutex
+		closed  bool
+		running bool
+		stop    context.CancelFunc // stops the Run in progress
+		done    chan struct{}      // closed when it returned
+	}
 }
 
 // ToKafka ships l to Kafka until ctx is done (with Follow) or every record
@@ -396,8 +409,22 @@ func (s *Shipper) setErr(msg string) {
 }
 
 // Close closes the shipper's Kafka client and cursor (Run has committed
-// it). It does not close the log.
+// it). It does not close the log. A Run in progress is stopped as if its
+// ctx were done (it waits for the records in flight and commits), and
+// Close waits for it to return. Later calls of Close return nil.
 func (s *Shipper) Close() error {
+	s.run.Lock()
+	if s.run.closed {
+		s.run.Unlock()
+		return nil
+	}
+	s.run.closed = true
+	running, stop, done := s.run.running, s.run.stop, s.run.done
+	s.run.Unlock()
+	if running {
+		stop()
+		<-done
+	}
 	s.cl.Close()
 	return s.in.close()
 }
@@ -448,7 +475,32 @@ func (s *Shipper) Stats() Stats {
 // (wrapped, with details), or a log error. ctx being done is not an
 // error: Run stops reading, waits for the records in flight and commits,
 // or, done before Kafka first answered, returns at once with nothing sent.
+// Run on a closed Shipper returns ErrClosed; Run while another Run of the
+// Shipper is in progress returns an error at once.
 func (s *Shipper) Run(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("ship: Run: nil context")
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	s.run.Lock()
+	switch {
+	case s.run.closed:
+		s.run.Unlock()
+		return ErrClosed
+	case s.run.running:
+		s.run.Unlock()
+		return fmt.Errorf("ship: Run: another Run of this Shipper (cursor %q) is in progress", s.o.Cursor)
+	}
+	s.run.running, s.run.stop, s.run.done = true, stop, make(chan struct{})
+	done := s.run.done
+	s.run.Unlock()
+	defer func() {
+		s.run.Lock()
+		s.run.running = false
+		close(done)
+		s.run.Unlock()
+	}()
 	if err := s.prepare(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting: nothing was sent, the cursor stands
