@@ -11,6 +11,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -299,6 +300,12 @@ func newShipper(opts *KafkaOptions, maxWindow int, open func(o *KafkaOptions, wi
 	o := *opts
 	if len(o.Brokers) == 0 || o.Topic == "" {
 		return nil, errors.New("ship: KafkaOptions.Brokers and Topic are required")
+	}
+	for i, b := range o.Brokers {
+		if strings.TrimSpace(b) == "" {
+			// The client would take it for localhost:9092.
+			return nil, fmt.Errorf("ship: KafkaOptions.Brokers[%d] is empty", i)
+		}
 	}
 	if o.Partition < 0 {
 		return nil, fmt.Errorf("ship: KafkaOptions.Partition %d is negative", o.Partition)

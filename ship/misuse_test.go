@@ -109,3 +109,20 @@ func TestShipRunMisuse(t *testing.T) {
 	}
 	exactlyOnce(t, readTopic(t, c, "src-1", 150), 150)
 }
+
+// TestShipEmptyBroker: an empty entry in Brokers (a trailing comma in a
+// list) is refused: the client took it for localhost:9092 and shipped to
+// whatever Kafka listens there.
+func TestShipEmptyBroker(t *testing.T) {
+	l := openLog(t, 1)
+	for _, brokers := range [][]string{{""}, {"127.0.0.1:9092", ""}, {" "}} {
+		s, err := NewKafka(l, &KafkaOptions{Brokers: brokers, Topic: "t"})
+		if err == nil {
+			s.Close()
+			t.Fatalf("NewKafka with Brokers %q succeeded", brokers)
+		}
+		if !strings.Contains(err.Error(), "Brokers[") {
+			t.Fatalf("NewKafka with Brokers %q: %v", brokers, err)
+		}
+	}
+}

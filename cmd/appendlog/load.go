@@ -258,6 +258,9 @@ func setupLoad(cmd *cobra.Command, f *loadFlags) (_ *loadRun, err error) {
 		if !kept {
 			r.temp = dir
 		}
+	} else if err := checkNotStore(dir); err != nil {
+		// The store's LOCK file makes the wal package take it for a log.
+		return nil, err
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -115,8 +116,27 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 	if f.partition < 0 || f.partitions < 1 {
 		return usagef("--partition must not be negative and --partitions must be at least 1")
 	}
+	for i, b := range f.brokers {
+		if strings.TrimSpace(b) == "" {
+			return usagef("--brokers %q: broker %d is empty (the client would try localhost:9092)", strings.Join(f.brokers, ","), i+1)
+		}
+	}
+	fl := cmd.Flags()
+	switch {
+	case f.stream == "" && fl.Changed("group"):
+		return usagef("--group reads a stream: it needs --stream (a log is read through --cursor)")
+	case f.stream != "" && fl.Changed("cursor"):
+		return usagef("--stream is read through the consumer group --group, not --cursor")
+	}
 	if err := checkDir(f.dir); err != nil {
 		return err
+	}
+	if f.stream == "" {
+		// The store's LOCK file makes the wal package take it for an empty
+		// log: ship would make its cursor there and ship nothing.
+		if err := checkNotStore(f.dir); err != nil {
+			return fmt.Errorf("%w; to ship one of its streams, pass --stream NAME", err)
+		}
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
