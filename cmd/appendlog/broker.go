@@ -75,6 +75,12 @@ type brokerSpec struct {
 	Sync        string `json:"sync"`
 	SegmentSize int64  `json:"segment_size,omitempty"`
 	MaxBytes    int64  `json:"max_bytes,omitempty"`
+	// Created is set once the run created its store and every stream: a
+	// resumed run then refuses a store or stream gone missing (its
+	// records lost) instead of creating it anew. Without it (a run killed
+	// while setting up, or a broker.json written before it existed), a
+	// missing one is created.
+	Created bool `json:"created,omitempty"`
 }
 
 // brokerResult is broker's report; with --json it is the last line of
@@ -317,6 +323,9 @@ func runBroker(cmd *cobra.Command, f *brokerFlags) (err error) {
 	if f.records < 0 || f.duration < 0 || f.drainTimeout <= 0 || f.bufferSize < 0 || f.readerWindow < 0 || !(f.rate >= 0) {
 		return usagef("--records, --duration, --rate, --buffer-size and --reader-window must not be negative, --drain-timeout must be positive")
 	}
+	if f.duration > 0 && cmd.Flags().Changed("records") {
+		return usagef("--records and --duration are exclusive: publish --records in total, or for --duration")
+	}
 	b, err := setupBroker(cmd, f)
 	if err != nil {
 		return err
@@ -416,6 +425,11 @@ func setupBroker(cmd *cobra.Command, f *brokerFlags) (_ *brokerRun, err error) {
 	}
 	sp := &b.spec
 	b.topo = sp.topology()
+	if f.resume && sp.Created {
+		if _, err := os.Stat(filepath.Join(dir, _storeSub)); err != nil {
+			return nil, fmt.Errorf("%s: the store of the run being resumed is gone (its records with it): %w", dir, err)
+		}
+	}
 	b.st, err = stream.Open(filepath.Join(dir, _storeSub), &stream.Options{BufferSize: f.bufferSize, ReaderWindow: f.readerWindow, DirectSync: f.directSync})
 	if err != nil {
 		return nil, err
@@ -429,6 +443,9 @@ func setupBroker(cmd *cobra.Command, f *brokerFlags) (_ *brokerRun, err error) {
 		var s *stream.Stream
 		if f.resume {
 			s, err = b.st.Stream(name)
+			if errors.Is(err, stream.ErrNotFound) && sp.Created {
+				return nil, fmt.Errorf("%s: stream %s of the run being resumed is gone (its records with it): %w", dir, name, err)
+			}
 		}
 		if !f.resume || errors.Is(err, stream.ErrNotFound) {
 			// A run killed while it created its streams published nothing
@@ -439,6 +456,12 @@ func setupBroker(cmd *cobra.Command, f *brokerFlags) (_ *brokerRun, err error) {
 			return nil, err
 		}
 		b.streams = append(b.streams, s)
+	}
+	if !sp.Created {
+		sp.Created = true
+		if err := writeSpec(dir, *sp); err != nil {
+			return nil, err
+		}
 	}
 	b.res = brokerResult{Mode: sp.Mode, Streams: len(b.streams), Publishers: sp.Publishers, Consumers: sp.Consumers,
 		Groups: len(b.topo.groups), Size: sp.Size, Sync: sp.Sync, Rate: f.rate, Resumed: f.resume, Dir: dir, Kept: b.temp == ""}
@@ -492,7 +515,8 @@ func readSpec(dir string) (brokerSpec, error) {
 		return sp, fmt.Errorf("%s: format %q, want %q", path, sp.Format, _brokerFmt)
 	}
 	if err := sp.check(); err != nil {
-		return sp, fmt.Errorf("%s: %w", path, err)
+		// A damaged file, not a bad command line.
+		return sp, fmt.Errorf("%s: %s", path, err)
 	}
 	return sp, nil
 }

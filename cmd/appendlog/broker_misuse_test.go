@@ -1,0 +1,82 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBrokerResumeMisuse: --resume of a run whose store or one of whose
+// streams is gone fails (exit 1) instead of creating them anew and
+// verifying that nothing was lost; a broker.json with a value out of
+// range is a damaged file (exit 1), not a usage error (exit 2); --records
+// with --duration is a usage error (--records was ignored).
+func TestBrokerResumeMisuse(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "b")
+	expect(t, runInProcess("broker", "--dir", base, "--records", "200", "--streams", "2", "--publishers", "2", "--consumers", "2"), exitOK)
+	clone := func(name string) string {
+		t.Helper()
+		d := filepath.Join(t.TempDir(), name)
+		if err := os.CopyFS(d, os.DirFS(base)); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+
+	// The store removed.
+	d := clone("nostore")
+	if err := os.RemoveAll(filepath.Join(d, _storeSub)); err != nil {
+		t.Fatal(err)
+	}
+	r := runInProcess("broker", "--dir", d, "--resume", "--records", "10")
+	checkNoCrash(t, r)
+	expect(t, r, exitFailure, "the store of the run being resumed is gone")
+	if _, err := os.Stat(filepath.Join(d, _storeSub)); !os.IsNotExist(err) {
+		t.Fatalf("a refused --resume made a store: %v", err)
+	}
+
+	// One stream removed.
+	d = clone("nostream")
+	if err := os.RemoveAll(filepath.Join(d, _storeSub, "streams", "s00001")); err != nil {
+		t.Fatal(err)
+	}
+	r = runInProcess("broker", "--dir", d, "--resume", "--records", "10")
+	checkNoCrash(t, r)
+	expect(t, r, exitFailure, "stream s00001 of the run being resumed is gone")
+
+	// A run of a broker.json without "created" (killed while setting up)
+	// still resumes, creating what is missing.
+	d = clone("killedearly")
+	spec := filepath.Join(d, _brokerSpec)
+	b, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"created": true`) {
+		t.Fatalf("broker.json of a finished run:\n%s", b)
+	}
+	noCreated := strings.Replace(string(b), `"created": true`, `"created": false`, 1)
+	if err := os.WriteFile(spec, []byte(noCreated), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(d, _storeSub)); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, runInProcess("broker", "--dir", d, "--resume", "--records", "10"), exitOK)
+
+	// Damaged values in broker.json.
+	d = clone("damaged")
+	bad := strings.Replace(string(b), `"streams": 2`, `"streams": 0`, 1)
+	if err := os.WriteFile(filepath.Join(d, _brokerSpec), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = runInProcess("broker", "--dir", d, "--resume", "--records", "10")
+	checkNoCrash(t, r)
+	expect(t, r, exitFailure, filepath.Join(d, _brokerSpec), "--streams must be between")
+	if strings.Contains(r.stderr, "--help") {
+		t.Fatalf("a damaged broker.json reported as a usage error:\n%s", r)
+	}
+
+	expect(t, runInProcess("broker", "--records", "10", "--duration", "1s"), exitUsage, "--records and --duration are exclusive")
+}
