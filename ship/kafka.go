@@ -740,6 +740,13 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 	s.started.Store(time.Now().UnixNano())
 	for s.o.Follow || next < end {
 		seq, rec, err := s.in.next(ctx)
+		if g, ok := errors.AsType[*wal.GapError](err); ok {
+			// Records lost to damage, cut by a forced repair: there is
+			// nothing to ship, and a gap may end the log.
+			next = max(next, g.End)
+			s.nextRead.Store(next)
+			continue
+		}
 		switch {
 		case err == nil:
 		case s.failure() != nil, ctx.Err() != nil:

@@ -1,11 +1,17 @@
 package ship
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/appendlog/appendlog/wal"
 )
 
 // waitFor waits, with a generous deadline, until cond holds.
@@ -123,6 +129,83 @@ func TestShipEmptyBroker(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), "Brokers[") {
 			t.Fatalf("NewKafka with Brokers %q: %v", brokers, err)
+		}
+	}
+}
+
+// TestShipLogEndingInGap: a log whose last records were lost to damage
+// and cut by a forced repair ends in a recorded gap. A Run without Follow
+// ships the records before it and returns; it waited for a record past
+// the gap forever (appendlog ship without --follow hung).
+func TestShipLogEndingInGap(t *testing.T) {
+	c := cluster(t, 1)
+	dir := t.TempDir()
+	o := &wal.Options{SegmentSize: 64 << 10, BufferSize: 64 << 10}
+	l, err := wal.Open(dir, o)
+	noErr(t, err)
+	// Append until a third segment is made: it holds no record yet.
+	segs := func() []string {
+		m, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+		noErr(t, err)
+		return m
+	}
+	for len(segs()) < 3 {
+		_, err := l.Append(bytes.Repeat([]byte{'r'}, 1000))
+		noErr(t, err)
+		noErr(t, l.Sync(context.Background()))
+	}
+	next := l.NextSeq()
+	noErr(t, l.Close())
+	m := segs()
+	if last := filepath.Base(m[2]); last != fmt.Sprintf("%020d.seg", next) {
+		t.Fatalf("the last segment %s holds records (next seq %d): the log does not end in the gap", last, next)
+	}
+	// Damage the last record of the second segment (before its footer).
+	b, err := os.ReadFile(m[1])
+	noErr(t, err)
+	end := len(b)
+	for end > 0 && b[end-1] == 0 {
+		end--
+	}
+	b[end-200] ^= 0xff
+	noErr(t, os.WriteFile(m[1], b, 0o644))
+	rep, err := wal.Repair(dir, true, nil)
+	noErr(t, err)
+	if len(rep.Gaps) != 1 || rep.Gaps[0].End != next {
+		t.Fatalf("repair: gaps %+v, want one ending at %d", rep.Gaps, next)
+	}
+	lost := rep.Gaps[0].End - rep.Gaps[0].First
+
+	l, err = wal.Open(dir, o)
+	noErr(t, err)
+	defer l.Close()
+	for _, from := range []string{"log", "dir"} {
+		ko := opts(c)
+		ko.Cursor = "ship-" + from
+		var s *Shipper
+		if from == "log" {
+			s, err = NewKafka(l, ko)
+		} else {
+			ko.Source = "src-2"
+			s, err = NewKafkaFromDir(dir, nil, ko)
+		}
+		noErr(t, err)
+		done := make(chan error, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { done <- s.Run(ctx) }()
+		select {
+		case err := <-done:
+			noErr(t, err)
+		case <-time.After(time.Minute):
+			cancel()
+			<-done
+			t.Fatalf("from the %s: Run without Follow did not return at the gap that ends the log: %+v", from, s.Stats())
+		}
+		cancel()
+		st := s.Stats()
+		noErr(t, s.Close())
+		if want := next - 1 - lost; st.Shipped != want || st.Committed != next {
+			t.Fatalf("from the %s: shipped %d (want %d), committed %d (want %d)", from, st.Shipped, want, st.Committed, next)
 		}
 	}
 }

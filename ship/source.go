@@ -2,7 +2,6 @@ package ship
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -15,7 +14,8 @@ import (
 // Kafka acknowledged them, with a durable committed position.
 type source interface {
 	// next returns the next record; rec is valid until the next call. It
-	// returns an error once ctx is done.
+	// returns an error once ctx is done, and a *wal.GapError, with no
+	// record, for a recorded gap, whose records the source acked.
 	next(ctx context.Context) (seq uint64, rec []byte, err error)
 	ack(seq uint64) error
 	// committed is the lowest sequence number not acked; end the sequence
@@ -40,13 +40,7 @@ type walSource struct {
 }
 
 func (w *walSource) next(ctx context.Context) (uint64, []byte, error) {
-	for {
-		seq, rec, err := w.c.Next(ctx)
-		if _, gap := errors.AsType[*wal.GapError](err); gap {
-			continue // the cursor acked the lost records
-		}
-		return seq, rec, err
-	}
+	return w.c.Next(ctx) // a *wal.GapError's records the cursor acked
 }
 
 func (w *walSource) ack(seq uint64) error             { return w.c.Ack(seq) }
