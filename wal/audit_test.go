@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -202,6 +203,9 @@ func TestRepairDropsStaleIndex(t *testing.T) {
 	noErr(t, err)
 	if len(rep.Rebuilt) != 1 {
 		t.Fatalf("repair: %+v", rep)
+	}
+	if _, err := os.Stat(seg + idxSuffix); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the rebuilt segment's old index file is still there (%v)", err)
 	}
 	l2 := mustOpen(t, dir, o)
 	defer l2.Close()
