@@ -277,7 +277,9 @@ func NewKafkaFromDir(dir string, walOpts *wal.Options, opts *KafkaOptions) (*Shi
 // the only member (a record it waits on is never handed out again: the
 // group's AckWait is unbounded). MaxInFlightRecords is at most
 // stream.MaxAckPending. The default Source is "stream:" and the stream's
-// name.
+// name. Records the stream's retention deletes before the group delivers
+// them (a stream not kept UntilAcked) never reach Kafka: the group goes on
+// after them, and Run fails saying how many.
 func NewKafkaFromGroup(s *stream.Stream, opts *KafkaOptions) (*Shipper, error) {
 	if s == nil {
 		return nil, errors.New("ship: a stream is required")
@@ -287,7 +289,7 @@ func NewKafkaFromGroup(s *stream.Stream, opts *KafkaOptions) (*Shipper, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("ship: group %q of stream %s: %w", o.Cursor, s.Name(), err)
 		}
-		return &groupSource{s: s, g: g}, "stream:" + s.Name(), nil
+		return newGroupSource(s, g), "stream:" + s.Name(), nil
 	})
 }
 
@@ -738,6 +740,32 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 	next := s.in.committed()
 	s.nextRead.Store(next)
 	s.started.Store(time.Now().UnixNano())
+	if !s.o.Follow {
+		// The records before end may end in a gap, or in records deleted
+		// by retention, which the source goes on after without a record:
+		// stop reading once the committed position reached end.
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		defer func() {
+			close(stop)
+			wg.Wait()
+		}()
+		wg.Go(func() {
+			t := time.NewTicker(100 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					if s.in.committed() >= end {
+						s.stopRead()
+						return
+					}
+				}
+			}
+		})
+	}
 	for s.o.Follow || next < end {
 		seq, rec, err := s.in.next(ctx)
 		if g, ok := errors.AsType[*wal.GapError](err); ok {
@@ -750,7 +778,7 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 		switch {
 		case err == nil:
 		case s.failure() != nil, ctx.Err() != nil:
-			return nil // a failure Run reports, or the end of the run
+			return s.in.lost() // a failure Run reports, or the end of the run
 		default:
 			return fmt.Errorf("ship: read %s: %w", s.in.name(), err)
 		}
@@ -790,7 +818,7 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 		o.sent.Store(time.Now().UnixNano())
 		s.cl.Produce(prodCtx, &o.r, s.promise)
 	}
-	return nil
+	return s.in.lost()
 }
 
 // acked is a record's promise (s.promise): Kafka acknowledged it, or gave

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appendlog/appendlog/stream"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -207,5 +208,106 @@ func TestShipLogEndingInGap(t *testing.T) {
 		if want := next - 1 - lost; st.Shipped != want || st.Committed != next {
 			t.Fatalf("from the %s: shipped %d (want %d), committed %d (want %d)", from, st.Shipped, want, st.Committed, next)
 		}
+	}
+}
+
+// TestShipStreamEndingInGap is TestShipLogEndingInGap for a stream
+// shipped through its group, which steps over the gap without a record:
+// Run without Follow returns once the committed position reaches the
+// end it started with.
+func TestShipStreamEndingInGap(t *testing.T) {
+	c := cluster(t, 1)
+	dir := t.TempDir()
+	st, err := stream.Open(dir, nil)
+	noErr(t, err)
+	s, err := st.Create("x", &stream.Config{SegmentSize: 64 << 10})
+	noErr(t, err)
+	infos, err := stream.Describe(dir)
+	noErr(t, err)
+	logDir := infos[0].LogDir
+	rec := make([]byte, 1000)
+	for {
+		seq, err := s.Publish(rec)
+		noErr(t, err)
+		noErr(t, s.WaitDurable(context.Background(), seq))
+		m, err := filepath.Glob(filepath.Join(logDir, "*.seg"))
+		noErr(t, err)
+		if len(m) >= 3 {
+			break
+		}
+	}
+	next := s.NextSeq()
+	noErr(t, st.Close())
+	m, _ := filepath.Glob(filepath.Join(logDir, "*.seg"))
+	if last := filepath.Base(m[2]); last != fmt.Sprintf("%020d.seg", next) {
+		t.Fatalf("the last segment %s holds records (next seq %d): the stream does not end in the gap", last, next)
+	}
+	p := m[1]
+	b, err := os.ReadFile(p)
+	noErr(t, err)
+	end := len(b)
+	for end > 0 && b[end-1] == 0 {
+		end--
+	}
+	b[end-200] ^= 0xff
+	noErr(t, os.WriteFile(p, b, 0o644))
+	rep, err := wal.Repair(logDir, true, nil)
+	noErr(t, err)
+	if len(rep.Gaps) != 1 || rep.Gaps[0].End != next {
+		t.Fatalf("repair: gaps %+v, want one ending at %d", rep.Gaps, next)
+	}
+	st, err = stream.Open(dir, nil)
+	noErr(t, err)
+	defer st.Close()
+	s, err = st.Stream("x")
+	noErr(t, err)
+	sh, err := NewKafkaFromGroup(s, opts(c))
+	noErr(t, err)
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- sh.Run(ctx) }()
+	select {
+	case err := <-done:
+		noErr(t, err)
+	case <-time.After(time.Minute):
+		cancel()
+		<-done
+		t.Fatalf("Run without Follow did not return at the gap that ends the stream: %+v", sh.Stats())
+	}
+	cancel()
+	if st := sh.Stats(); st.Committed != next || st.Shipped != next-2 {
+		t.Fatalf("shipped %d (want %d), committed %d (want %d)", st.Shipped, next-2, st.Committed, next)
+	}
+	noErr(t, sh.Close())
+}
+
+// TestShipGroupRetentionIsLoud: records of a stream deleted by its
+// retention (not UntilAcked) before the shipper's group delivered them
+// make Run fail, naming them: the group went on after them silently.
+func TestShipGroupRetentionIsLoud(t *testing.T) {
+	c := cluster(t, 1)
+	st, err := stream.Open(t.TempDir(), nil)
+	noErr(t, err)
+	defer st.Close()
+	s, err := st.Create("x", &stream.Config{SegmentSize: 64 << 10, Retention: stream.Retention{MaxBytes: 256 << 10}})
+	noErr(t, err)
+	sh, err := NewKafkaFromGroup(s, opts(c)) // the group starts at record 1
+	noErr(t, err)
+	noErr(t, sh.Close())
+	rec := bytes.Repeat([]byte{'r'}, 1000)
+	waitFor(t, "retention to delete record 1", func() bool {
+		for range 100 {
+			_, err := s.Publish(rec)
+			noErr(t, err)
+		}
+		return s.Stats().FirstSeq > 1
+	})
+	first := s.Stats().FirstSeq
+	sh, err = NewKafkaFromGroup(s, opts(c))
+	noErr(t, err)
+	err = sh.Run(context.Background())
+	noErr(t, sh.Close())
+	if err == nil || !strings.Contains(err.Error(), "deleted by its retention before they were shipped") {
+		t.Fatalf("Run over records retention deleted (first is %d): %v", first, err)
 	}
 }

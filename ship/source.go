@@ -27,6 +27,9 @@ type source interface {
 	// caughtUp is when the source last had nothing more to deliver and
 	// began to wait (the zero time if never).
 	caughtUp() time.Time
+	// lost reports records deleted before they were read, which the
+	// source went on after.
+	lost() error
 	// name describes the source in errors.
 	name() string
 	close() error
@@ -49,6 +52,7 @@ func (w *walSource) end() uint64                      { return w.c.End() }
 func (w *walSource) commit(ctx context.Context) error { return w.c.Commit(ctx) }
 func (w *walSource) name() string                     { return w.dir }
 func (w *walSource) caughtUp() time.Time              { return w.c.CaughtUp() }
+func (w *walSource) lost() error                      { return nil } // the cursor returns a *wal.TruncatedError
 func (w *walSource) close() error                     { return w.c.Close() }
 
 // groupSource reads a stream through a consumer group the shipper is the
@@ -57,6 +61,15 @@ type groupSource struct {
 	s   *stream.Stream
 	g   *stream.Group
 	buf []byte
+	// want is the seq after the last record delivered (at first the
+	// committed position); skipped the group's GroupStats.Skipped when
+	// opened.
+	want, skipped uint64
+}
+
+// newGroupSource returns the source reading s through g.
+func newGroupSource(s *stream.Stream, g *stream.Group) *groupSource {
+	return &groupSource{s: s, g: g, want: g.Committed(), skipped: g.Stats().Skipped}
 }
 
 // _groupAckWait is the AckWait of a shipper's group: a record waits for
@@ -73,7 +86,25 @@ func (gs *groupSource) next(ctx context.Context) (uint64, []byte, error) {
 	if m.Delivery != 1 {
 		return 0, nil, fmt.Errorf("record %d delivered %d times: the group has another member", m.Seq, m.Delivery)
 	}
+	if m.Seq > gs.want {
+		// Records lost to damage (a recorded gap), or deleted by retention.
+		if err := gs.lost(); err != nil {
+			return 0, nil, err
+		}
+	}
+	gs.want = m.Seq + 1
 	return m.Seq, m.Data, nil
+}
+
+// lost reports the records the stream's retention deleted before the
+// group delivered them: the group goes on after them (counting them in
+// GroupStats.Skipped), so they never reach Kafka.
+func (gs *groupSource) lost() error {
+	if n := gs.g.Stats().Skipped - gs.skipped; n > 0 {
+		return fmt.Errorf("%d records of stream %s were deleted by its retention before they were shipped: they are not in Kafka, and group %s has gone on after them (keep the stream UntilAcked so that retention waits for the shipper)",
+			n, gs.s.Name(), gs.g.Name())
+	}
+	return nil
 }
 
 func (gs *groupSource) ack(seq uint64) error         { return gs.g.Ack(seq) }
