@@ -485,7 +485,8 @@ func (s *Shipper) Stats() Stats {
 // error: Run stops reading, waits for the records in flight and commits,
 // or, done before Kafka first answered, returns at once with nothing sent.
 // Run on a closed Shipper returns ErrClosed; Run while another Run of the
-// Shipper is in progress returns an error at once.
+// Shipper is in progress returns an error at once; Run after Kafka refused
+// a record returns that error again, and sends nothing.
 func (s *Shipper) Run(ctx context.Context) error {
 	if ctx == nil {
 		return errors.New("ship: Run: nil context")
@@ -500,6 +501,12 @@ func (s *Shipper) Run(ctx context.Context) error {
 	case s.run.running:
 		s.run.Unlock()
 		return fmt.Errorf("ship: Run: another Run of this Shipper (cursor %q) is in progress", s.o.Cursor)
+	}
+	if err := s.failure(); err != nil {
+		// Sent now, the records after the one Kafka refused would land
+		// without it, and a restart would take it for shipped.
+		s.run.Unlock()
+		return err
 	}
 	s.run.running, s.run.stop, s.run.done = true, stop, make(chan struct{})
 	done := s.run.done

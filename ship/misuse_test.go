@@ -8,8 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/appendlog/appendlog/stream"
 	"github.com/appendlog/appendlog/wal"
@@ -309,5 +313,53 @@ func TestShipGroupRetentionIsLoud(t *testing.T) {
 	noErr(t, sh.Close())
 	if err == nil || !strings.Contains(err.Error(), "deleted by its retention before they were shipped") {
 		t.Fatalf("Run over records retention deleted (first is %d): %v", first, err)
+	}
+}
+
+// TestShipFailureIsSticky: once Kafka refused a record for good, a later
+// Run of the same Shipper returns that failure at once and sends nothing.
+// It went on shipping the records after the refused one, which a restart
+// would then take for proof that the refused one is in Kafka too.
+func TestShipFailureIsSticky(t *testing.T) {
+	c := cluster(t, 1)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !refuse.Load() {
+			return nil, nil, false
+		}
+		req := r.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	l := openLog(t, 10)
+	o := opts(c)
+	o.FlushTimeout = 5 * time.Second
+	s, err := NewKafka(l, o)
+	noErr(t, err)
+	defer s.Close()
+	err = s.Run(context.Background())
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("Run with every record refused: %v", err)
+	}
+	refuse.Store(false)
+	appendN(t, l, 10)
+	if err2 := s.Run(context.Background()); !errors.Is(err2, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("Run after a refused record: %v", err2)
+	}
+	if st := s.Stats(); st.Shipped != 0 || st.Committed != 1 {
+		t.Fatalf("Run after a refused record shipped %d records, committed %d", st.Shipped, st.Committed)
 	}
 }
