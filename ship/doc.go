@@ -33,7 +33,10 @@
 // it writes: when that record carries this source's HeaderSource, every
 // record of the log destined for that partition up to its HeaderSeq is
 // already there, and the shipper skips them (Stats.Skipped) instead of
-// sending them again.
+// sending them again. A HeaderSeq at or past the log's end (a log made
+// anew in the directory of one shipped before, which has the same
+// default Source) stops Run before anything is sent: give each log a
+// Source of its own.
 //
 // This is exact when the shipper is the only writer of the partitions it
 // writes: the idempotent producer writes each partition's records in the

@@ -606,8 +606,19 @@ func (s *Shipper) prepare(ctx context.Context) error {
 			parts = append(parts, p)
 		}
 	}
-	s.last, err = s.lastSeqs(ctx, adm, parts)
-	return err
+	if s.last, err = s.lastSeqs(ctx, adm, parts); err != nil {
+		return err
+	}
+	// Kafka holding a record of this source that the log does not would
+	// make the shipper skip the log's records up to it as shipped.
+	end := s.in.end()
+	for p, seq := range s.last {
+		if seq >= end {
+			return fmt.Errorf("ship: the last record of %s/%d is record %d of source %q, but %s ends before it (its next record is %d): either it is another log with the same Source (a log made anew in the same directory: give it a Source of its own), or it lost records Kafka holds; nothing was sent",
+				s.o.Topic, p, seq, s.o.Source, s.in.name(), end)
+		}
+	}
+	return nil
 }
 
 // _recordOverhead bounds what a record adds to its size in a batch of its

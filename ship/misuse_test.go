@@ -363,3 +363,43 @@ func TestShipFailureIsSticky(t *testing.T) {
 		t.Fatalf("Run after a refused record shipped %d records, committed %d", st.Shipped, st.Committed)
 	}
 }
+
+// TestShipNewLogSameSource: a log made anew in the directory of one
+// already shipped has the same default Source; Kafka's last record of
+// that source is past the new log's end. Run fails saying so and sends
+// nothing: it skipped the new log's records up to that seq as shipped.
+func TestShipNewLogSameSource(t *testing.T) {
+	c := cluster(t, 1)
+	dir := t.TempDir()
+	l, err := wal.Open(dir, nil)
+	noErr(t, err)
+	appendN(t, l, 20)
+	o := opts(c)
+	o.Source = ""
+	runOnce(t, l, o)
+	noErr(t, l.Close())
+	ents, err := os.ReadDir(dir)
+	noErr(t, err)
+	for _, e := range ents {
+		noErr(t, os.RemoveAll(filepath.Join(dir, e.Name())))
+	}
+	l, err = wal.Open(dir, nil)
+	noErr(t, err)
+	defer l.Close()
+	appendN(t, l, 10)
+	for _, from := range []string{"log", "dir"} {
+		var s *Shipper
+		if from == "log" {
+			s, err = NewKafka(l, o)
+		} else {
+			s, err = NewKafkaFromDir(dir, nil, o)
+		}
+		noErr(t, err)
+		err = s.Run(context.Background())
+		st := s.Stats()
+		noErr(t, s.Close())
+		if err == nil || !strings.Contains(err.Error(), "is record 20 of source") || st.Skipped != 0 || st.Committed != 1 {
+			t.Fatalf("from the %s: a new log under the source of an old one: %v; %+v", from, err, st)
+		}
+	}
+}
