@@ -631,7 +631,16 @@ func TestShipStopGivesUpWaiting(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	hold.Store(true) // Kafka stops answering
+	// Records appended now are sent and wait: the first n may all have
+	// been acknowledged before the hold.
+	const more = 100
+	appendN(t, l, more)
+	noErr(t, l.Flush(context.Background()))
+	deadline := time.Now().Add(time.Minute)
 	for s.Stats().InFlight == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing in flight a minute after Kafka stopped answering: %+v", s.Stats())
+		}
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
@@ -645,7 +654,7 @@ func TestShipStopGivesUpWaiting(t *testing.T) {
 	}
 	hold.Store(false)
 	runOnce(t, l, opts(c))
-	exactlyOnce(t, readTopic(t, c, "src-1", n), n)
+	exactlyOnce(t, readTopic(t, c, "src-1", n+more), n+more)
 }
 
 // TestShipStreamLogBesideItsStore ships a stream while the process that
