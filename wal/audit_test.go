@@ -738,3 +738,31 @@ func TestOpenCursorDoesNotClampToAnUnreadEnd(t *testing.T) {
 		t.Fatalf("checkpoint %d, %v after the refused OpenCursor, want %d", got, err, committed)
 	}
 }
+
+// TestCursorCloseRacingLogClose: a Cursor.Close and a Log.Close at once
+// release the cursor's lock once between them (both used to, a data race
+// on the lock and a second close of its file), and the cursor opens again
+// at its last checkpoint.
+func TestCursorCloseRacingLogClose(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 100 {
+		l := mustOpen(t, dir, nil)
+		c, err := l.Cursor("c")
+		noErr(t, err)
+		seq, err := l.Append([]byte("x"))
+		noErr(t, err)
+		noErr(t, c.Ack(seq))
+		errc := make(chan error, 1)
+		go func() { errc <- c.Close() }()
+		noErr(t, l.Close())
+		noErr(t, <-errc)
+		l = mustOpen(t, dir, nil)
+		c, err = l.Cursor("c")
+		noErr(t, err)
+		if got := c.Committed(); got != uint64(i)+2 {
+			t.Fatalf("round %d: cursor reopened at %d, want %d", i, got, i+2)
+		}
+		noErr(t, c.Close())
+		noErr(t, l.Close())
+	}
+}

@@ -900,11 +900,15 @@ func (c *Cursor) Close() error {
 		err = nil
 	}
 	s.mu.Lock()
-	if s.mu.open[c.name] == c {
+	owner := s.mu.open[c.name] == c
+	if owner {
 		delete(s.mu.open, c.name)
 	}
 	c.closed.Store(true)
 	s.mu.Unlock()
+	if !owner {
+		return err // a Log.Close took it meanwhile, and releases its lock
+	}
 	return errors.Join(err, c.unlock())
 }
 
