@@ -33,10 +33,11 @@
 // it writes: when that record carries this source's HeaderSource, every
 // record of the log destined for that partition up to its HeaderSeq is
 // already there, and the shipper skips them (Stats.Skipped) instead of
-// sending them again. A HeaderSeq at or past the log's end (a log made
-// anew in the directory of one shipped before, which has the same
-// default Source) stops Run before anything is sent: give each log a
-// Source of its own.
+// sending them again. That record must be the log's: a HeaderSeq at or
+// past the log's end, or a payload other than the log's record of that
+// sequence number (a log made anew in the directory of one shipped
+// before, which has the same default Source), stops Run before anything
+// is sent; give each log a Source of its own.
 //
 // This is exact when the shipper is the only writer of the partitions it
 // writes: the idempotent producer writes each partition's records in the

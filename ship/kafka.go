@@ -172,6 +172,7 @@ type Shipper struct {
 	// recordLimit).
 	maxRecord int
 	last      map[int32]uint64 // the last seq of this source per partition, at start
+	lastVal   map[int32][]byte // the value of that record
 
 	shipped, bytes, skipped atomic.Uint64
 	inFlight                atomic.Int64
@@ -244,7 +245,8 @@ func NewKafka(l *wal.Log, opts *KafkaOptions) (*Shipper, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("ship: cursor %q: %w", o.Cursor, err)
 		}
-		return &walSource{c: c, dir: l.Dir()}, abs, nil
+		open := func(from uint64) (*wal.Reader, error) { return l.NewReader(from, nil) }
+		return &walSource{c: c, dir: l.Dir(), open: open}, abs, nil
 	})
 }
 
@@ -268,7 +270,8 @@ func NewKafkaFromDir(dir string, walOpts *wal.Options, opts *KafkaOptions) (*Shi
 		if err != nil {
 			return nil, "", fmt.Errorf("ship: cursor %q: %w", o.Cursor, err)
 		}
-		return &walSource{c: c, dir: dir}, abs, nil
+		open := func(from uint64) (*wal.Reader, error) { return wal.OpenReader(dir, from, walOpts) }
+		return &walSource{c: c, dir: dir, open: open}, abs, nil
 	})
 }
 
@@ -611,11 +614,22 @@ func (s *Shipper) prepare(ctx context.Context) error {
 	}
 	// Kafka holding a record of this source that the log does not would
 	// make the shipper skip the log's records up to it as shipped.
-	end := s.in.end()
+	end, from := s.in.end(), s.in.committed()
 	for p, seq := range s.last {
 		if seq >= end {
 			return fmt.Errorf("ship: the last record of %s/%d is record %d of source %q, but %s ends before it (its next record is %d): either it is another log with the same Source (a log made anew in the same directory: give it a Source of its own), or it lost records Kafka holds; nothing was sent",
 				s.o.Topic, p, seq, s.o.Source, s.in.name(), end)
+		}
+		if seq < from {
+			continue // the records up to it are not read again
+		}
+		rec, ok, err := s.in.record(seq)
+		if err != nil {
+			return fmt.Errorf("ship: read record %d of %s to compare it with the last record of %s/%d: %w", seq, s.in.name(), s.o.Topic, p, err)
+		}
+		if ok && !bytes.Equal(rec, s.lastVal[p]) {
+			return fmt.Errorf("ship: the last record of %s/%d is record %d of source %q, and record %d of %s is not the same: it is another log with the same Source (a log made anew in the same directory: give it a Source of its own); nothing was sent",
+				s.o.Topic, p, seq, s.o.Source, seq, s.in.name())
 		}
 	}
 	return nil
@@ -686,6 +700,7 @@ func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32)
 		}
 	}
 	last := make(map[int32]uint64)
+	s.lastVal = make(map[int32][]byte)
 	if len(at) == 0 {
 		return last, nil
 	}
@@ -711,6 +726,7 @@ func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32)
 			seen[r.Partition] = true
 			if seq, ok := s.ours(r); ok && seq > last[r.Partition] {
 				last[r.Partition] = seq
+				s.lastVal[r.Partition] = r.Value
 			}
 		})
 	}

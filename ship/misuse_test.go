@@ -365,9 +365,11 @@ func TestShipFailureIsSticky(t *testing.T) {
 }
 
 // TestShipNewLogSameSource: a log made anew in the directory of one
-// already shipped has the same default Source; Kafka's last record of
-// that source is past the new log's end. Run fails saying so and sends
-// nothing: it skipped the new log's records up to that seq as shipped.
+// already shipped has the same default Source, and Kafka's last record of
+// that source (seq 20) names a record of the old log. Run fails saying so
+// and sends nothing, whether the new log ends before seq 20 or holds a
+// record 20 of its own: it skipped the new log's records up to 20 as
+// shipped.
 func TestShipNewLogSameSource(t *testing.T) {
 	c := cluster(t, 1)
 	dir := t.TempDir()
@@ -378,28 +380,53 @@ func TestShipNewLogSameSource(t *testing.T) {
 	o.Source = ""
 	runOnce(t, l, o)
 	noErr(t, l.Close())
-	ents, err := os.ReadDir(dir)
-	noErr(t, err)
-	for _, e := range ents {
-		noErr(t, os.RemoveAll(filepath.Join(dir, e.Name())))
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{
+		{10, "is record 20 of source"},
+		{30, "record 20 of " + dir + " is not the same"},
+	} {
+		ents, err := os.ReadDir(dir)
+		noErr(t, err)
+		for _, e := range ents {
+			noErr(t, os.RemoveAll(filepath.Join(dir, e.Name())))
+		}
+		l, err = wal.Open(dir, nil)
+		noErr(t, err)
+		for i := range tc.n {
+			_, err := l.Append(fmt.Appendf(nil, "new log, record %d", i+1))
+			noErr(t, err)
+		}
+		noErr(t, l.Sync(context.Background()))
+		for _, from := range []string{"log", "dir"} {
+			var s *Shipper
+			if from == "log" {
+				s, err = NewKafka(l, o)
+			} else {
+				s, err = NewKafkaFromDir(dir, nil, o)
+			}
+			noErr(t, err)
+			err = s.Run(context.Background())
+			st := s.Stats()
+			noErr(t, s.Close())
+			if err == nil || !strings.Contains(err.Error(), tc.want) || st.Skipped != 0 || st.Committed != 1 {
+				t.Fatalf("from the %s: a new log of %d records under the source of an old one: %v; %+v", from, tc.n, err, st)
+			}
+		}
+		noErr(t, l.Close())
 	}
-	l, err = wal.Open(dir, nil)
+	// The same log, its cursor moved back below what Kafka holds (a lost
+	// checkpoint), resumes: its record 20 is the one in Kafka.
+	l, err = wal.Open(t.TempDir(), nil)
 	noErr(t, err)
 	defer l.Close()
-	appendN(t, l, 10)
-	for _, from := range []string{"log", "dir"} {
-		var s *Shipper
-		if from == "log" {
-			s, err = NewKafka(l, o)
-		} else {
-			s, err = NewKafkaFromDir(dir, nil, o)
-		}
-		noErr(t, err)
-		err = s.Run(context.Background())
-		st := s.Stats()
-		noErr(t, s.Close())
-		if err == nil || !strings.Contains(err.Error(), "is record 20 of source") || st.Skipped != 0 || st.Committed != 1 {
-			t.Fatalf("from the %s: a new log under the source of an old one: %v; %+v", from, err, st)
-		}
+	appendN(t, l, 30)
+	o = opts(c)
+	o.Source = "src-again"
+	runOnce(t, l, o)
+	rewind(t, l, 5)
+	if st := runOnce(t, l, o); st.Skipped != 26 || st.Shipped != 0 {
+		t.Fatalf("a rewound cursor: %+v", st)
 	}
 }

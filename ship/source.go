@@ -1,7 +1,9 @@
 package ship
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -30,6 +32,9 @@ type source interface {
 	// lost reports records deleted before they were read, which the
 	// source went on after.
 	lost() error
+	// record returns a copy of record seq, and false if the source no
+	// longer holds it (or never did).
+	record(seq uint64) ([]byte, bool, error)
 	// name describes the source in errors.
 	name() string
 	close() error
@@ -40,6 +45,23 @@ type source interface {
 type walSource struct {
 	c   *wal.Cursor
 	dir string
+	// open opens a reader of the log from a sequence number.
+	open func(from uint64) (*wal.Reader, error)
+}
+
+func (w *walSource) record(seq uint64) ([]byte, bool, error) {
+	r, err := w.open(seq)
+	if errors.Is(err, wal.ErrTruncated) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer r.Close()
+	if !r.Next() || r.Seq() != seq {
+		return nil, false, nil
+	}
+	return bytes.Clone(r.Record()), true, nil
 }
 
 func (w *walSource) next(ctx context.Context) (uint64, []byte, error) {
@@ -105,6 +127,24 @@ func (gs *groupSource) lost() error {
 			n, gs.s.Name(), gs.g.Name())
 	}
 	return nil
+}
+
+func (gs *groupSource) record(seq uint64) ([]byte, bool, error) {
+	var rec []byte
+	found := errors.New("found")
+	err := gs.s.Scan(seq, func(got uint64, p []byte) error {
+		if got == seq {
+			rec = bytes.Clone(p)
+		}
+		return found
+	})
+	switch {
+	case errors.Is(err, wal.ErrTruncated):
+		return nil, false, nil
+	case err != nil && err != found:
+		return nil, false, err
+	}
+	return rec, rec != nil, nil
 }
 
 func (gs *groupSource) ack(seq uint64) error         { return gs.g.Ack(seq) }
