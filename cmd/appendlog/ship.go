@@ -147,6 +147,11 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 	var newShipper func() (*ship.Shipper, error)
 	var closeSrc func() error
 	if f.stream != "" {
+		// stream.Open makes a store where there is none: not in a
+		// directory ship was only asked to read.
+		if _, isStore, _ := describeStore(f.dir); !isStore {
+			return fmt.Errorf("%s: not a stream store (no STORE file), so it has no stream %q", f.dir, f.stream)
+		}
 		st, err := stream.Open(f.dir, nil)
 		if errors.Is(err, stream.ErrInUse) {
 			return besideStore(f, err)

@@ -26,3 +26,22 @@ func TestShipCLIFlagMisuse(t *testing.T) {
 		expect(t, r, exitUsage, tc.want)
 	}
 }
+
+// TestShipCLIStreamNotAStore: --stream with a --dir that holds no store
+// fails and leaves the directory as it was. An empty one was made a
+// stream store (LOCK, STORE, streams/) before ship said it had no such
+// stream.
+func TestShipCLIStreamNotAStore(t *testing.T) {
+	empty := t.TempDir()
+	logDir := filepath.Join(t.TempDir(), "log")
+	smallLog(t, logDir, 10)
+	for _, d := range []string{empty, logDir} {
+		before := snapshot(t, d)
+		r := runInProcess("ship", "--dir", d, "--stream", "orders", "--brokers", "127.0.0.1:1", "--topic", "t")
+		checkNoCrash(t, r)
+		expect(t, r, exitFailure, d+": not a stream store")
+		if after := snapshot(t, d); after != before {
+			t.Fatalf("ship --stream changed %s:\nbefore:\n%s\nafter:\n%s", d, before, after)
+		}
+	}
+}
