@@ -71,6 +71,13 @@ const (
 	DefaultReaderWindow = 1 << 20
 )
 
+// MaxBufferSize is the largest Options.BufferSize, and MaxBufferSize/2 the
+// largest MaxRecordSize. Readers, Verify and Repair allocate nothing by
+// BufferSize, so options with MaxRecordSize MaxBufferSize/2 read any log,
+// whatever record size its writer allowed (a record longer than a
+// reader's MaxRecordSize is refused with ErrTooLarge, never read).
+const MaxBufferSize = engine.MaxSize
+
 // Options configures a Log. A nil *Options, or a zero field, means the
 // default. Open copies the options; it never modifies the caller's.
 type Options struct {
@@ -79,7 +86,7 @@ type Options struct {
 	// Default DefaultSegmentSize; at least 64 KiB.
 	SegmentSize int64
 	// BufferSize is the in-memory claim/commit buffer, a power of two in
-	// [64 KiB, 512 MiB]. Default DefaultBufferSize.
+	// [64 KiB, MaxBufferSize (512 MiB)]. Default DefaultBufferSize.
 	BufferSize int
 	// MaxRecordSize bounds one record's payload. Default BufferSize/4;
 	// at most BufferSize/2.

@@ -83,7 +83,7 @@ func runDump(stdout, stderr io.Writer, dir string, f *dumpFlags) (err error) {
 	if err := checkNotStore(dir); err != nil {
 		return err
 	}
-	r, err := wal.OpenReader(dir, f.from, nil)
+	r, err := wal.OpenReader(dir, f.from, readOptions())
 	if err != nil {
 		return describeVerifyError(dir, err)
 	}

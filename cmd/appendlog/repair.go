@@ -54,7 +54,7 @@ func runRepair(stdout io.Writer, dir string, force bool) error {
 	if err := checkNotStore(dir); err != nil {
 		return err
 	}
-	rep, err := wal.Repair(dir, force, nil)
+	rep, err := wal.Repair(dir, force, readOptions())
 	if err != nil {
 		var ce *wal.CorruptionError
 		if !force && errors.As(err, &ce) {

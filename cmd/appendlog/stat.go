@@ -133,7 +133,7 @@ func runStat(stdout io.Writer, dir string, asJSON bool) error {
 
 // statLog describes the log in dir; bad lists its damaged cursor files.
 func statLog(dir string) (statReport, []string, error) {
-	rep, err := wal.Verify(dir, nil)
+	rep, err := wal.Verify(dir, readOptions())
 	if err != nil {
 		return statReport{}, nil, describeVerifyError(dir, err)
 	}
@@ -189,7 +189,7 @@ func statLog(dir string) (statReport, []string, error) {
 	for _, g := range rep.Gaps {
 		s.Gaps = append(s.Gaps, statGap{First: g.First, Last: g.End - 1, Segment: g.Segment, Offset: g.Offset})
 	}
-	infos, err := wal.ReadCursors(dir, nil)
+	infos, err := wal.ReadCursors(dir, readOptions())
 	if err != nil {
 		return s, nil, describeVerifyError(dir, err)
 	}

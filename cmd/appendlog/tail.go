@@ -87,7 +87,7 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, f *tai
 	if err != nil {
 		return err
 	}
-	r, err := wal.OpenReader(dir, f.from, nil)
+	r, err := wal.OpenReader(dir, f.from, readOptions())
 	if err != nil {
 		return describeVerifyError(dir, err)
 	}

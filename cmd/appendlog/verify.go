@@ -71,7 +71,7 @@ func runVerify(stdout, stderr io.Writer, dir string, payloads bool) error {
 	if err := checkNotStore(dir); err != nil {
 		return err
 	}
-	rep, err := wal.Verify(dir, nil)
+	rep, err := wal.Verify(dir, readOptions())
 	if err != nil {
 		return describeVerifyError(dir, err)
 	}
@@ -136,7 +136,7 @@ func describeGaps(gaps []wal.GapError) string {
 // checkPayloads reads every record of a verified log and checks it with a
 // payload.Checker. It returns a sentence for the summary.
 func checkPayloads(dir string, rep *wal.VerifyReport) (string, error) {
-	r, err := wal.OpenReader(dir, rep.FirstSeq, nil)
+	r, err := wal.OpenReader(dir, rep.FirstSeq, readOptions())
 	if err != nil {
 		return "", fmt.Errorf("read payloads: %w", err)
 	}
