@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
 	"os"
 	"os/signal"
@@ -320,8 +321,8 @@ func (t *topology) indexLanes() {
 func runBroker(cmd *cobra.Command, f *brokerFlags) (err error) {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if f.records < 0 || f.duration < 0 || f.drainTimeout <= 0 || f.bufferSize < 0 || f.readerWindow < 0 || !(f.rate >= 0) {
-		return usagef("--records, --duration, --rate, --buffer-size and --reader-window must not be negative, --drain-timeout must be positive")
+	if f.records < 0 || f.duration < 0 || f.drainTimeout <= 0 || f.bufferSize < 0 || f.readerWindow < 0 || !(f.rate >= 0) || math.IsInf(f.rate, 1) {
+		return usagef("--records, --duration, --rate, --buffer-size and --reader-window must not be negative, --rate must be finite, --drain-timeout must be positive")
 	}
 	if f.duration > 0 && cmd.Flags().Changed("records") {
 		return usagef("--records and --duration are exclusive: publish --records in total, or for --duration")

@@ -11,7 +11,8 @@ import (
 // streams is gone fails (exit 1) instead of creating them anew and
 // verifying that nothing was lost; a broker.json with a value out of
 // range is a damaged file (exit 1), not a usage error (exit 2); --records
-// with --duration is a usage error (--records was ignored).
+// with --duration is a usage error (--records was ignored), and so is an
+// infinite --rate.
 func TestBrokerResumeMisuse(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "b")
 	expect(t, runInProcess("broker", "--dir", base, "--records", "200", "--streams", "2", "--publishers", "2", "--consumers", "2"), exitOK)
@@ -79,4 +80,6 @@ func TestBrokerResumeMisuse(t *testing.T) {
 	}
 
 	expect(t, runInProcess("broker", "--records", "10", "--duration", "1s"), exitUsage, "--records and --duration are exclusive")
+	// An infinite rate ran, then failed to encode the --json result.
+	expect(t, runInProcess("broker", "--records", "10", "--rate", "Inf", "--json"), exitUsage, "--rate must be finite")
 }
