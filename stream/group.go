@@ -198,6 +198,66 @@ func (s *Stream) Group(name string, opts *GroupOptions) (*Group, error) {
 	return g, nil
 }
 
+// DeleteGroup removes group name of the stream, durably: its committed
+// position (the wal cursor of its name) first, then its groups/NAME.json.
+// From then on the group keeps no record from retention: in a stream kept
+// UntilAcked, what every remaining group acked is deleted at once. It is
+// how a group nobody will consume with again (a mistyped name, a retired
+// consumer) stops holding the stream's records. An open group (Close it
+// first), or a position another process holds (a shipper through
+// wal.OpenCursor), is ErrGroupOpen; a group that does not exist is
+// ErrNoGroup. A crash in the middle leaves the group without its position:
+// deleting it again finishes; opening it instead starts it at the
+// stream's first record, as a new group.
+func (s *Stream) DeleteGroup(name string) error {
+	if err := checkName("group", name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.err != nil {
+		return s.wrapErr(s.mu.err)
+	}
+	if _, ok := s.mu.groups[name]; ok {
+		return fmt.Errorf("stream %q: group %q: %w: close it first", s.name, name, ErrGroupOpen)
+	}
+	l, err := s.logLocked()
+	if err != nil {
+		return err
+	}
+	fsys := s.st.fsys
+	path := filepath.Join(s.dir, _groupsDir, name+".json")
+	_, statErr := fsys.Stat(path)
+	if statErr != nil && !errors.Is(statErr, fs.ErrNotExist) {
+		return fmt.Errorf("stream %q: group %q: %w", s.name, name, statErr)
+	}
+	err = l.DeleteCursor(name)
+	switch {
+	case errors.Is(err, wal.ErrCursorOpen):
+		return fmt.Errorf("stream %q: group %q: %w (%w)", s.name, name, ErrGroupOpen, err)
+	case errors.Is(err, fs.ErrNotExist):
+		if statErr != nil {
+			return fmt.Errorf("stream %q: group %q: %w", s.name, name, ErrNoGroup)
+		}
+	case err != nil:
+		return fmt.Errorf("stream %q: group %q: %w", s.name, name, err)
+	}
+	if statErr == nil {
+		if err := fsys.Remove(path); err != nil {
+			return fmt.Errorf("stream %q: delete group %q: %w", s.name, name, err)
+		}
+		if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
+			return fmt.Errorf("stream %q: delete group %q: sync %s: %w", s.name, name, filepath.Dir(path), err)
+		}
+	}
+	if s.cfg.Retention.UntilAcked {
+		// As a group's checkpoint does (Group.truncate): what the groups
+		// left have acked goes.
+		_ = l.TruncateFront(l.NextSeq())
+	}
+	return nil
+}
+
 // openGroup opens or creates group name on l.
 // REQUIRES: s.mu is held.
 func (s *Stream) openGroup(l *wal.Log, name string, given *GroupOptions) (*Group, error) {

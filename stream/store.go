@@ -47,6 +47,12 @@ var (
 	// ErrNotDelivered is returned by Ack and Nack for a sequence number
 	// the group has not delivered.
 	ErrNotDelivered = errors.New("stream: not delivered")
+	// ErrNoGroup is returned by DeleteGroup for a group that does not
+	// exist.
+	ErrNoGroup = errors.New("stream: no such group")
+	// ErrGroupOpen is returned by DeleteGroup for a group that is open,
+	// in this Store or (its position) in another process.
+	ErrGroupOpen = errors.New("stream: group is open")
 )
 
 // Defaults.

@@ -766,3 +766,70 @@ func TestCursorCloseRacingLogClose(t *testing.T) {
 		noErr(t, l.Close())
 	}
 }
+
+// TestDeleteCursor: a deleted cursor no longer holds records from
+// retention, and its deletion survives a power cut; an open cursor (here or
+// through OpenCursor), a missing one and a bad name are refused.
+func TestDeleteCursor(t *testing.T) {
+	mem := vfs.NewMem()
+	dir := "/log"
+	l := mustOpen(t, dir, &Options{fsys: mem, SegmentSize: 64 << 10, BufferSize: 64 << 10})
+	defer l.Close()
+	c, err := l.Cursor("old")
+	noErr(t, err)
+	for l.Stats().SegmentsCreated < 4 {
+		_, err := l.Append(make([]byte, 1000))
+		noErr(t, err)
+		noErr(t, l.Flush(context.Background()))
+	}
+	noErr(t, l.Sync(context.Background()))
+
+	if err := l.DeleteCursor("old"); !errors.Is(err, ErrCursorOpen) {
+		t.Fatalf("DeleteCursor of an open cursor: %v", err)
+	}
+	noErr(t, c.Close())
+	noErr(t, l.TruncateFront(l.NextSeq()))
+	if l.FirstSeq() != 1 {
+		t.Fatalf("retention passed the cursor: first seq %d", l.FirstSeq())
+	}
+	for _, name := range []string{"nope"} {
+		if err := l.DeleteCursor(name); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("DeleteCursor(%q): %v", name, err)
+		}
+	}
+	for _, name := range []string{"", "../x", ".lock"} {
+		if err := l.DeleteCursor(name); !errors.Is(err, ErrCursorName) {
+			t.Fatalf("DeleteCursor(%q): %v", name, err)
+		}
+	}
+	// Held through OpenCursor (another process would hold it the same way).
+	oc, err := OpenCursor(dir, "old", &Options{fsys: mem}, nil)
+	noErr(t, err)
+	if err := l.DeleteCursor("old"); !errors.Is(err, ErrCursorOpen) {
+		t.Fatalf("DeleteCursor of a cursor OpenCursor holds: %v", err)
+	}
+	noErr(t, oc.Close())
+
+	noErr(t, l.DeleteCursor("old"))
+	infos, err := l.Cursors()
+	noErr(t, err)
+	if len(infos) != 0 {
+		t.Fatalf("Cursors after the delete: %+v", infos)
+	}
+	noErr(t, l.TruncateFront(l.NextSeq()))
+	if l.FirstSeq() == 1 {
+		t.Fatal("the deleted cursor still holds records from retention")
+	}
+	// The name makes a new cursor, at the first record left.
+	c, err = l.Cursor("old")
+	noErr(t, err)
+	if c.Committed() != l.FirstSeq() {
+		t.Fatalf("a new cursor of the name starts at %d, want %d", c.Committed(), l.FirstSeq())
+	}
+	noErr(t, c.Close())
+	// The deletion is durable: a power cut right after it keeps it.
+	noErr(t, l.DeleteCursor("old"))
+	if _, err := readCursorFile(mem.Crash(nil), dir, "old"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("after a power cut the deleted cursor reads %v", err)
+	}
+}

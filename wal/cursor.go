@@ -995,6 +995,54 @@ type CursorInfo struct {
 	Err error
 }
 
+// DeleteCursor removes the durable cursor name from the log, durably (its
+// file, then a directory fsync), so that retention no longer keeps the
+// records it had not passed: the way to drop a cursor nobody will read
+// with again. A cursor open on this Log, or in another process
+// (OpenCursor), is ErrCursorOpen; one that does not exist is an error
+// wrapping fs.ErrNotExist. The cursor's lock file stays (a process that
+// opened it must never find it replaced); opening the name again makes a
+// new cursor at the log's first record.
+func (l *Log) DeleteCursor(name string) error {
+	if err := checkCursorName(name); err != nil {
+		return err
+	}
+	s := &l.cursors
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return ErrClosed
+	}
+	if _, ok := s.mu.open[name]; ok {
+		return fmt.Errorf("%w: %q: close it before deleting it", ErrCursorOpen, name)
+	}
+	fsys := l.opts.fsys
+	cdir := filepath.Join(l.dir, cursorDir)
+	path := filepath.Join(cdir, name)
+	if _, err := fsys.Stat(path); err != nil {
+		return fmt.Errorf("wal: delete cursor %q: %w", name, err)
+	}
+	lockPath := filepath.Join(cdir, cursorAux(name, "lock"))
+	lock, err := fsys.Lock(lockPath, fmt.Sprintf("pid %d", os.Getpid()))
+	if errors.Is(err, vfs.ErrLocked) {
+		return fmt.Errorf("%w: %q: lock file %s is held by %s", ErrCursorOpen, name, lockPath, lockHolder(fsys, lockPath))
+	}
+	if err != nil {
+		return fmt.Errorf("wal: delete cursor %q: take lock: %w", name, err)
+	}
+	defer lock.Close()
+	// Under the checkpoint lock: the retention floor reads cursor files.
+	s.write.Lock()
+	defer s.write.Unlock()
+	if err := fsys.Remove(path); err != nil {
+		return fmt.Errorf("wal: delete cursor %q: %w", name, err)
+	}
+	if err := fsys.SyncDir(cdir); err != nil {
+		return fmt.Errorf("wal: delete cursor %q: sync %s: %w", name, cdir, err)
+	}
+	return nil
+}
+
 // Cursors lists the log's cursors, open or not, in name order, with their
 // committed positions and lag.
 func (l *Log) Cursors() ([]CursorInfo, error) {

@@ -1,0 +1,91 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/appendlog/appendlog/wal"
+)
+
+// TestDeleteGroup: a group nobody consumes with holds a stream kept
+// UntilAcked until DeleteGroup drops it; an open group, a position another
+// process holds, a missing group and a bad name are refused; the name then
+// makes a new group at the first record left.
+func TestDeleteGroup(t *testing.T) {
+	dir := t.TempDir()
+	st := mustOpen(t, dir, nil)
+	s, err := st.Create("orders", &Config{SegmentSize: 64 << 10, Retention: Retention{UntilAcked: true}})
+	noErr(t, err)
+	typo, err := s.Group("biling", nil)
+	noErr(t, err)
+	noErr(t, typo.Close())
+	g, err := s.Group("billing", &GroupOptions{CheckpointEvery: time.Hour})
+	noErr(t, err)
+	const n = 2000
+	for range n {
+		_, err := s.Publish(make([]byte, 200))
+		noErr(t, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var buf []byte
+	for range n {
+		m, err := g.Next(ctx, buf)
+		noErr(t, err)
+		buf = m.Data
+		noErr(t, g.Ack(m.Seq))
+	}
+	noErr(t, g.Checkpoint())
+	if first := s.Stats().FirstSeq; first != 1 {
+		t.Fatalf("the stream starts at %d while group biling has consumed nothing", first)
+	}
+
+	if err := s.DeleteGroup("billing"); !errors.Is(err, ErrGroupOpen) {
+		t.Fatalf("DeleteGroup of an open group: %v", err)
+	}
+	if err := s.DeleteGroup("nope"); !errors.Is(err, ErrNoGroup) {
+		t.Fatalf("DeleteGroup of a missing group: %v", err)
+	}
+	for _, name := range []string{"", "../x", ".", "a/b"} {
+		if err := s.DeleteGroup(name); !errors.Is(err, ErrName) {
+			t.Fatalf("DeleteGroup(%q): %v", name, err)
+		}
+	}
+
+	noErr(t, s.DeleteGroup("biling"))
+	if _, err := os.Stat(filepath.Join(dir, "streams", "orders", "groups", "biling.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("groups/biling.json after DeleteGroup: %v", err)
+	}
+	if first := s.Stats().FirstSeq; first == 1 {
+		t.Fatal("DeleteGroup left the records the deleted group held")
+	}
+	if err := s.DeleteGroup("biling"); !errors.Is(err, ErrNoGroup) {
+		t.Fatalf("DeleteGroup twice: %v", err)
+	}
+	again, err := s.Group("biling", nil)
+	noErr(t, err)
+	if got, want := again.Committed(), s.Stats().FirstSeq; got != want {
+		t.Fatalf("the name reopened at %d, want a new group at the first record %d", got, want)
+	}
+	noErr(t, again.Close())
+	noErr(t, s.DeleteGroup("biling"))
+
+	// A position another process holds (a shipper beside the store) is
+	// refused while held, and deleted once released.
+	infos, err := Describe(dir)
+	noErr(t, err)
+	oc, err := wal.OpenCursor(infos[0].LogDir, "shipper", nil, nil)
+	noErr(t, err)
+	if err := s.DeleteGroup("shipper"); !errors.Is(err, ErrGroupOpen) {
+		t.Fatalf("DeleteGroup of a cursor OpenCursor holds: %v", err)
+	}
+	noErr(t, oc.Close())
+	noErr(t, s.DeleteGroup("shipper"))
+	noErr(t, g.Close())
+	noErr(t, st.Close())
+}
