@@ -49,3 +49,28 @@ func TestLargeRecords(t *testing.T) {
 	expect(t, cli(t, "stat", dir), exitOK, "cursor c: committed 1, lag 3 records")
 	expect(t, cli(t, "repair", dir), exitOK)
 }
+
+// TestShipLargeRecord: ship reads a log whose records are longer than
+// wal's default bound, and stops at one too large for Kafka with its own
+// error (ship.ErrRecordTooLarge), the records before it shipped.
+func TestShipLargeRecord(t *testing.T) {
+	addr := kafkaCluster(t, "big")
+	dir := filepath.Join(t.TempDir(), "log")
+	l, err := wal.Open(dir, &wal.Options{BufferSize: 16 << 20, MaxRecordSize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range [][]byte{[]byte("small"), bytes.Repeat([]byte("x"), 3<<20)} {
+		if _, err := l.Append(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := runInProcess("ship", "--dir", dir, "--brokers", addr, "--topic", "big")
+	expect(t, r, exitFailure, "record too large for Kafka", "record 2")
+	if n := topicRecords(t, addr, "big"); n != 1 {
+		t.Fatalf("topic holds %d records, want the 1 before the large one", n)
+	}
+}

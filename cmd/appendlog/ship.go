@@ -169,7 +169,7 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 		newShipper = func() (*ship.Shipper, error) { return ship.NewKafkaFromGroup(str, o) }
 	} else {
 		closeSrc = func() error { return nil }
-		newShipper = func() (*ship.Shipper, error) { return ship.NewKafkaFromDir(f.dir, nil, o) }
+		newShipper = func() (*ship.Shipper, error) { return ship.NewKafkaFromDir(f.dir, readOptions(), o) }
 	}
 	if f.createTopic {
 		if err := createTopic(ctx, f); err != nil {
