@@ -219,7 +219,13 @@ func specOf(cmd *cobra.Command, f *brokerFlags) (brokerSpec, error) {
 		}
 		sp.Streams = 1
 	}
-	return sp, sp.check()
+	if err := sp.check(); err != nil {
+		return sp, err
+	}
+	if err := (&wal.Options{SegmentSize: sp.SegmentSize}).Validate(); sp.SegmentSize != 0 && err != nil {
+		return sp, usagef("--segment-size %d: %v", sp.SegmentSize, err)
+	}
+	return sp, nil
 }
 
 func (sp *brokerSpec) check() error {
@@ -323,6 +329,11 @@ func runBroker(cmd *cobra.Command, f *brokerFlags) (err error) {
 	defer stop()
 	if f.records < 0 || f.duration < 0 || f.drainTimeout <= 0 || f.bufferSize < 0 || f.readerWindow < 0 || !(f.rate >= 0) || math.IsInf(f.rate, 1) {
 		return usagef("--records, --duration, --rate, --buffer-size and --reader-window must not be negative, --rate must be finite, --drain-timeout must be positive")
+	}
+	// Checked here, not first by the store once the run's directory and
+	// files are made.
+	if err := (&wal.Options{BufferSize: f.bufferSize, ReaderWindow: f.readerWindow}).Validate(); err != nil {
+		return usagef("--buffer-size %d, --reader-window %d: %v", f.bufferSize, f.readerWindow, err)
 	}
 	if f.duration > 0 && cmd.Flags().Changed("records") {
 		return usagef("--records and --duration are exclusive: publish --records in total, or for --duration")

@@ -11,8 +11,8 @@ import (
 // streams is gone fails (exit 1) instead of creating them anew and
 // verifying that nothing was lost; a broker.json with a value out of
 // range is a damaged file (exit 1), not a usage error (exit 2); --records
-// with --duration is a usage error (--records was ignored), and so is an
-// infinite --rate.
+// with --duration is a usage error (--records was ignored), and so are an
+// infinite --rate and sizes the store refuses.
 func TestBrokerResumeMisuse(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "b")
 	expect(t, runInProcess("broker", "--dir", base, "--records", "200", "--streams", "2", "--publishers", "2", "--consumers", "2"), exitOK)
@@ -80,6 +80,18 @@ func TestBrokerResumeMisuse(t *testing.T) {
 	}
 
 	expect(t, runInProcess("broker", "--records", "10", "--duration", "1s"), exitUsage, "--records and --duration are exclusive")
+	// Sizes the store refuses are usage errors, found before the run's
+	// directory is made: they were failures (exit 1) that left broker.json
+	// and a store behind.
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	for _, args := range [][]string{{"--segment-size", "1KiB"}, {"--buffer-size", "1"}, {"--reader-window", "1"}} {
+		r := runInProcess(append([]string{"broker", "--dir", fresh, "--records", "10"}, args...)...)
+		checkNoCrash(t, r)
+		expect(t, r, exitUsage, args[0])
+		if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+			t.Fatalf("broker %s %s made its --dir: %v", args[0], args[1], err)
+		}
+	}
 	// An infinite rate ran, then failed to encode the --json result.
 	expect(t, runInProcess("broker", "--records", "10", "--rate", "Inf", "--json"), exitUsage, "--rate must be finite")
 }
