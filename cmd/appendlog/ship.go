@@ -116,6 +116,11 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 	if f.partition < 0 || f.partitions < 1 {
 		return usagef("--partition must not be negative and --partitions must be at least 1")
 	}
+	switch f.compression {
+	case "zstd", "lz4", "snappy", "none":
+	default:
+		return usagef("--compression %q: want zstd, lz4, snappy or none", f.compression)
+	}
 	for i, b := range f.brokers {
 		if strings.TrimSpace(b) == "" {
 			return usagef("--brokers %q: broker %d is empty (the client would try localhost:9092)", strings.Join(f.brokers, ","), i+1)
