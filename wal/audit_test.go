@@ -833,3 +833,61 @@ func TestDeleteCursor(t *testing.T) {
 		t.Fatalf("after a power cut the deleted cursor reads %v", err)
 	}
 }
+
+// TestFollowDirectoryRemoved: a follower waiting at the end of a log whose
+// directory is removed, or replaced by another log's, stops with an error
+// naming it, where it waited for ever (its open segment file reads on).
+func TestFollowDirectoryRemoved(t *testing.T) {
+	for _, replace := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "log")
+		// The writer stays open: the follower waits in its active
+		// segment, whose file reads on after the directory is gone.
+		l := mustOpen(t, dir, nil)
+		appendN(t, l, 10)
+		noErr(t, l.Flush(context.Background()))
+		r, err := OpenReader(dir, 1, nil)
+		noErr(t, err)
+		for r.Next() {
+		}
+		noErr(t, r.Err())
+		// Following begins.
+		short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		if err := r.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait at the end of a quiet log: %v", err)
+		}
+		cancelShort()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		errc := make(chan error, 1)
+		go func() {
+			for {
+				if err := r.Wait(ctx); err != nil {
+					errc <- err
+					return
+				}
+				for r.Next() {
+				}
+			}
+		}()
+		if replace {
+			noErr(t, os.Rename(dir, dir+".old"))
+			l2 := mustOpen(t, dir, nil)
+			appendN(t, l2, 3)
+			noErr(t, l2.Close())
+		} else {
+			noErr(t, os.RemoveAll(dir))
+		}
+		err = <-errc
+		cancel()
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			t.Fatalf("replaced %v: the follower waited on: %v", replace, err)
+		case !replace && !errors.Is(err, fs.ErrNotExist):
+			t.Fatalf("removed: %v, want an error wrapping fs.ErrNotExist", err)
+		case !strings.Contains(err.Error(), dir):
+			t.Fatalf("replaced %v: %v does not name %s", replace, err, dir)
+		}
+		t.Logf("replaced %v: %v", replace, err)
+		noErr(t, r.Close())
+		l.Close() // its directory is gone or moved: what Close says does not matter here
+	}
+}

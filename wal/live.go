@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"sync/atomic"
 	"time"
@@ -518,6 +519,9 @@ func (r *Reader) waitFollow(ctx context.Context) error {
 				return fmt.Errorf("wal: follow %s: %w", r.dir, err)
 			}
 			r.fol.listed = false // a change, or the fallback poll: look again
+			if err := r.stopIfDirGone(); err != nil {
+				return err
+			}
 			continue
 		}
 		t := time.NewTimer(d)
@@ -527,14 +531,53 @@ func (r *Reader) waitFollow(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 			r.fol.listed = false
+			if err := r.stopIfDirGone(); err != nil {
+				return err
+			}
 		}
 	}
+}
+
+// stopIfDirGone stops the Reader with checkDir's error, if any: after
+// each change event or poll, before the Reader looks at the files again
+// (a listing of another log's directory would misplace it).
+func (r *Reader) stopIfDirGone() error {
+	if err := r.checkDir(); err != nil {
+		r.finish(err)
+		return err
+	}
+	return nil
+}
+
+// checkDir reports the log directory of a Reader from OpenReader removed,
+// or replaced by another at its path, since OpenReader: no record would
+// come any more, and Wait would wait for ever (the Reader's open file of
+// an unlinked segment reads as it was), or follow another log's records
+// from the wrong place. Wait checks as it begins to follow, and after each
+// change event or poll (a stat of the directory).
+func (r *Reader) checkDir() error {
+	fi, err := r.fsys.Stat(r.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("wal: follow %s: the log directory was removed: %w", r.dir, err)
+	}
+	if err != nil {
+		return nil // looked at again at the next poll
+	}
+	// os.SameFile tells apart only what os.Stat returned; a test file
+	// system's directories are never replaced under a follower.
+	if d := r.dirInfo; d != nil && os.SameFile(d, d) && !os.SameFile(d, fi) {
+		return fmt.Errorf("wal: follow %s: the log directory was replaced by another since the Reader began to follow it", r.dir)
+	}
+	return nil
 }
 
 // startFollow turns a Reader from OpenReader that read to the end of the
 // files into a follower at the same position: the next record is r.expect,
 // at byte r.dataEnd of segment r.cur if it is there.
 func (r *Reader) startFollow() error {
+	if err := r.checkDir(); err != nil {
+		return err // what is at the path now is no longer the Reader's log
+	}
 	fol := &followState{}
 	if w, err := sys.WatchDir(r.dir); err == nil {
 		fol.w = w

@@ -41,6 +41,10 @@ type Reader struct {
 	from    uint64
 	maxRec  int
 	foreign []string
+	// dirInfo is the log directory as OpenReader found it, nil if it
+	// could not be looked at: a follower checks that it is still there
+	// (checkDir).
+	dirInfo fs.FileInfo
 	// sealedOnly stops the Reader before the last segment: it checks the
 	// sealed segments only (Options.VerifyOnOpen; recovery scans the tail
 	// itself).
@@ -140,6 +144,9 @@ func OpenReader(dir string, from uint64, opts *Options) (*Reader, error) {
 	}
 	r := &Reader{fsys: o.fsys, dir: dir, segs: segs, from: from, maxRec: o.MaxRecordSize, foreign: foreign, footerAt: -1}
 	r.window = o.ReaderWindow // used once Wait makes the Reader a follower
+	if fi, err := o.fsys.Stat(dir); err == nil {
+		r.dirInfo = fi
+	}
 	if len(segs) > 0 {
 		r.expect = segs[0].firstSeq
 		// Start at the last segment whose first record is <= from.
