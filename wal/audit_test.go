@@ -891,3 +891,19 @@ func TestFollowDirectoryRemoved(t *testing.T) {
 		l.Close() // its directory is gone or moved: what Close says does not matter here
 	}
 }
+
+// TestSeekZero: seeking a cursor to 0 is refused as below the first record
+// (a *TruncatedError naming it), without claiming retention deleted it.
+func TestSeekZero(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), nil)
+	defer l.Close()
+	appendN(t, l, 3)
+	c, err := l.Cursor("c")
+	noErr(t, err)
+	defer c.Close()
+	err = c.Seek(0)
+	te, ok := errors.AsType[*TruncatedError](err)
+	if !ok || te.First != 1 || strings.Contains(err.Error(), "deleted") {
+		t.Fatalf("Seek(0): %v", err)
+	}
+}

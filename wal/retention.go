@@ -44,6 +44,10 @@ type TruncatedError struct {
 }
 
 func (e *TruncatedError) Error() string {
+	if e.Seq == 0 {
+		// No record has sequence number 0: nothing was deleted.
+		return fmt.Sprintf("wal: there is no record 0 (sequence numbers start at 1); the first record available is %d", e.First)
+	}
 	return fmt.Sprintf("wal: record %d was deleted by retention; the first record available is %d", e.Seq, e.First)
 }
 
