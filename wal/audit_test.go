@@ -181,13 +181,7 @@ func TestRepairDropsStaleIndex(t *testing.T) {
 	dir := t.TempDir()
 	const size = 200
 	o := &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10}
-	l := mustOpen(t, dir, o)
-	for l.Stats().SegmentsCreated < 2 {
-		_, err := l.Append(embeddingPayload(l.NextSeq(), size))
-		noErr(t, err)
-		noErr(t, l.Flush(context.Background()))
-	}
-	noErr(t, l.Close())
+	writeEmbedding(t, dir, o, size)
 	seg := filepath.Join(dir, segmentName(1))
 	b, err := os.ReadFile(seg + idxSuffix)
 	noErr(t, err)
@@ -293,19 +287,12 @@ func TestReaderSegmentDeletedAfterListing(t *testing.T) {
 	}
 }
 
-// embeddingLog writes a log of records that embed a frame of their own
-// seq (embeddingPayload, size bytes) through one segment rotation, then
-// damages record 2 and repairs it with force: the frames after it move.
+// embeddingLog writes a log with writeEmbedding, then damages record 2
+// and repairs it with force: the frames after it move.
 // It returns the index file the first segment had before the repair.
 func embeddingLog(t *testing.T, dir string, o *Options, size int) (stale []byte) {
 	t.Helper()
-	l := mustOpen(t, dir, o)
-	for l.Stats().SegmentsCreated < 2 {
-		_, err := l.Append(embeddingPayload(l.NextSeq(), size))
-		noErr(t, err)
-		noErr(t, l.Flush(context.Background()))
-	}
-	noErr(t, l.Close())
+	writeEmbedding(t, dir, o, size)
 	seg := filepath.Join(dir, segmentName(1))
 	stale, err := os.ReadFile(seg + idxSuffix)
 	noErr(t, err)
@@ -402,13 +389,7 @@ func TestRepairDoesNotTakeACarriedFrame(t *testing.T) {
 			dir := t.TempDir()
 			const size = 200
 			o := &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10}
-			l := mustOpen(t, dir, o)
-			for l.Stats().SegmentsCreated < 2 {
-				_, err := l.Append(embeddingPayload(l.NextSeq(), size))
-				noErr(t, err)
-				noErr(t, l.Flush(context.Background()))
-			}
-			noErr(t, l.Close())
+			writeEmbedding(t, dir, o, size)
 			bad := uint64(2) // the damaged record
 			if last {
 				// The last record of the sealed segment: its footer follows.
@@ -906,4 +887,18 @@ func TestSeekZero(t *testing.T) {
 	if !ok || te.First != 1 || strings.Contains(err.Error(), "deleted") {
 		t.Fatalf("Seek(0): %v", err)
 	}
+}
+
+// writeEmbedding writes a log of records that embed a frame of their own
+// seq (embeddingPayload, size bytes) through one segment rotation, and
+// closes it.
+func writeEmbedding(t *testing.T, dir string, o *Options, size int) {
+	t.Helper()
+	l := mustOpen(t, dir, o)
+	for l.Stats().SegmentsCreated < 2 {
+		_, err := l.Append(embeddingPayload(l.NextSeq(), size))
+		noErr(t, err)
+		noErr(t, l.Flush(context.Background()))
+	}
+	noErr(t, l.Close())
 }
