@@ -251,3 +251,32 @@ func TestShmCollector(t *testing.T) {
 		t.Errorf("after 300 appends into 16 KiB files: %+v", s)
 	}
 }
+
+// TestShmCollectorAfterClose scrapes a shmlog.Log's collector after the Log
+// closed: shmlog.Log.Stats is then all zero, and a collector that passed it
+// on would send claims_total back to 0 (a counter going backwards) and a
+// capacity of 0 bytes. A closed log's metrics are left out instead.
+func TestShmCollectorAfterClose(t *testing.T) {
+	l, err := shmlog.Open(filepath.Join(t.TempDir(), "shm"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if _, err := l.Append([]byte("entry")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewShmCollector(l, prometheus.Labels{"log": "shared"}))
+	fams := scrape(t, reg)
+	if got := value(t, fams, "appendlog_shmlog_claims_total", dto.MetricType_COUNTER, "shared"); got < 10 {
+		t.Fatalf("claims_total %v before Close, want at least 10", got)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fams = scrape(t, reg)
+	for name, f := range fams {
+		t.Errorf("closed log still exports %s = %v", name, f.Metric)
+	}
+}

@@ -7,9 +7,9 @@ import (
 )
 
 // ShmCollector is a prometheus.Collector over a shmlog.Log's Stats. Each
-// scrape takes one snapshot. Like the Log's other methods, a scrape must
-// not run concurrently with the Log's Close: unregister the collector
-// first.
+// scrape takes one snapshot; after the Log's Close it sends nothing. Like
+// the Log's other methods, a scrape must not run concurrently with the
+// Log's Close: unregister the collector first.
 type ShmCollector struct {
 	l                                        *shmlog.Log
 	claims, file, fileBytes, capacity, holes *prometheus.Desc
@@ -40,9 +40,14 @@ func (c *ShmCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect takes a Stats snapshot and sends the metrics.
+// Collect takes a Stats snapshot and sends the metrics. It sends none once
+// the Log is closed: its Stats are then all zero, and claims_total would
+// go back to 0.
 func (c *ShmCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.l.Stats()
+	if s.Capacity == 0 {
+		return // closed: an open Log's files always hold some bytes
+	}
 	m := func(d *prometheus.Desc, t prometheus.ValueType, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, t, v)
 	}
