@@ -196,3 +196,35 @@ func TestTimerWaitsInPoller(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSyncRingFailedSubmitLeavesNothingQueued: a submission the kernel
+// refuses (here io_uring_enter on a descriptor that is not the ring) is
+// taken back. Left in the submission queue, the next call's
+// io_uring_enter submitted it in place of its own, and that call was
+// handed the stale entry's completion: its fdatasync of a good file
+// returned the stale entry's EBADF (or succeeded without syncing).
+func TestSyncRingFailedSubmitLeavesNothingQueued(t *testing.T) {
+	r := newTestRing(t, 4)
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ringFd := r.u.fd
+	r.u.fd = int(f.Fd()) // not an io_uring: io_uring_enter fails, taking nothing
+	ok, err := r.fsync(-1, _ioringFsyncDatasync)
+	r.u.fd = ringFd
+	if ok || err != nil {
+		t.Fatalf("fsync through a broken ring: ok=%v err=%v, want the caller to sync itself", ok, err)
+	}
+	if h, tl := r.u.sqHead.Load(), r.u.sqTail.Load(); h != tl {
+		t.Fatalf("after a refused submission the queue holds %d entries", tl-h)
+	}
+	ok, err = r.fsync(int(f.Fd()), _ioringFsyncDatasync)
+	if !ok || err != nil {
+		t.Fatalf("fsync of a good file after a refused submission: ok=%v err=%v", ok, err)
+	}
+	if h, tl := r.u.sqHead.Load(), r.u.sqTail.Load(); h != tl {
+		t.Fatalf("%d entries left unsubmitted", tl-h)
+	}
+}

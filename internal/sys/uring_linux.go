@@ -199,9 +199,16 @@ func (u *uring) submit(sqe *uringSQE) error {
 		switch {
 		case errno == unix.EINTR:
 			continue
-		case errno != 0:
-			return errno
-		case n != 1:
+		case errno != 0, n != 1:
+			// The kernel took nothing (it counts an entry it consumed
+			// and failed as submitted, and posts its completion): take
+			// the entry back, or the next io_uring_enter would submit it
+			// in place of its own, and the caller, told this one
+			// failed, would see its completion.
+			u.sqTail.Store(tail)
+			if errno != 0 {
+				return errno
+			}
 			return fmt.Errorf("io_uring_enter submitted %d of 1 entries", n)
 		}
 		return nil
