@@ -476,6 +476,7 @@ func (e *Engine) claim(n, k int, wait bool, deadline time.Time) (Claim, error) {
 	var waitStart time.Time
 	for spins := 0; ; spins++ {
 		if p := e.failed.Load(); p != nil {
+			e.countBlocked(waitStart)
 			return Claim{}, *p
 		}
 		// Reference first, then the tail, then the reference again: see the
@@ -486,6 +487,7 @@ func (e *Engine) claim(n, k int, wait bool, deadline time.Time) (Claim, error) {
 		rs := e.releasedSeq.Load()
 		t := e.tail.Load()
 		if t&closedBit != 0 {
+			e.countBlocked(waitStart)
 			return Claim{}, ErrClosed
 		}
 		pos := r1 + uint64(uint32(t)-uint32(r1))
@@ -500,6 +502,7 @@ func (e *Engine) claim(n, k int, wait bool, deadline time.Time) (Claim, error) {
 				return Claim{}, errFull
 			}
 			if !deadline.IsZero() && !e.now().Before(deadline) {
+				e.countBlocked(waitStart) // a wait that timed out counts too
 				return Claim{}, errFull
 			}
 			if waitStart.IsZero() {
@@ -509,12 +512,19 @@ func (e *Engine) claim(n, k int, wait bool, deadline time.Time) (Claim, error) {
 			continue
 		}
 		if e.tail.CompareAndSwap(t, pack(pos+un, seq+uint64(k))) {
-			if !waitStart.IsZero() {
-				e.stats.blockedNS.Add(int64(e.now().Sub(waitStart)))
-				e.stats.blockedWait.Add(1)
-			}
+			e.countBlocked(waitStart)
 			return Claim{Pos: pos, Seq: seq, n: un, k: uint64(k)}, nil
 		}
+	}
+}
+
+// countBlocked counts a claim that waited for space since waitStart,
+// however the wait ended (space, deadline, Close, failure); nothing when
+// waitStart is zero (the claim did not wait).
+func (e *Engine) countBlocked(waitStart time.Time) {
+	if !waitStart.IsZero() {
+		e.stats.blockedNS.Add(int64(e.now().Sub(waitStart)))
+		e.stats.blockedWait.Add(1)
 	}
 }
 
@@ -903,7 +913,7 @@ func (e *Engine) fail(err error) {
 type Stats struct {
 	Claimed, Written, Synced uint64 // log positions
 	Flushes, Syncs           uint64
-	BlockedWaits             uint64        // claims that had to wait for space
+	BlockedWaits             uint64        // claims that had to wait for space, however the wait ended
 	Blocked                  time.Duration // total time claims waited for space
 }
 

@@ -410,6 +410,11 @@ func TestClaimByTimesOut(t *testing.T) {
 	if r := <-res; r.ok || r.err != nil {
 		t.Fatalf("ClaimBy on a full ring: ok=%v err=%v", r.ok, r.err)
 	}
+	// The wait that timed out is a wait for space: counted, with its
+	// length (a BlockTimeout writer that always times out reported none).
+	if s := e.Stats(); s.BlockedWaits != 1 || s.Blocked != 20*time.Millisecond {
+		t.Fatalf("after a ClaimBy that waited 20ms and timed out: BlockedWaits=%d Blocked=%v, want 1, 20ms", s.BlockedWaits, s.Blocked)
+	}
 	close(block)
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
