@@ -38,6 +38,7 @@ func tinyConfig(t *testing.T, strategies ...string) Config {
 func TestRunEveryStrategy(t *testing.T) {
 	cfg := tinyConfig(t)
 	cfg.Sizes = []int{1, 128, 4096}
+	cfg.MaxBytes = 8 << 20 // 2000 records of 4 KiB
 	cfg.Writers = []int{3}
 	var progress []Progress
 	cfg.Progress = func(p Progress) { progress = append(progress, p) }
@@ -250,6 +251,9 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Runs: 2}, "at least 3 times"},
 		{Config{MaxBytes: 10}, "max bytes 10"},
 		{Config{Records: 3, Writers: []int{8}}, "fewer than the 8 writers"},
+		// 3000 records of 4 KiB are 12 MB: a run would write three times
+		// what MaxBytes allows (and what the report says a run writes).
+		{Config{Records: 3000, Sizes: []int{128, 4096}, MaxBytes: 4 << 20}, "records 3000 of 4096 bytes: more than max bytes 4194304"},
 	}
 	for _, tt := range bad {
 		err := tt.cfg.Validate()

@@ -58,6 +58,7 @@ type Config struct {
 	MaxBytes int64
 	// Records, if positive, fixes the records of every run (all writers
 	// together) and skips calibration: for tests and exact comparisons.
+	// Records of the largest size must fit in MaxBytes.
 	Records int64
 	// Progress, if set, is called from Run's goroutine before each run
 	// and once at the end.
@@ -173,6 +174,12 @@ func (c Config) Validate() error {
 	}
 	if c.Records < 0 {
 		errs = append(errs, fmt.Errorf("records %d is negative", c.Records))
+	}
+	for _, s := range c.Sizes {
+		if c.Records > 0 && s > 0 && c.Records > c.MaxBytes/int64(s) {
+			errs = append(errs, fmt.Errorf("records %d of %d bytes: more than max bytes %d per run", c.Records, s, c.MaxBytes))
+			break
+		}
 	}
 	for _, w := range c.Writers {
 		if c.Records > 0 && c.Records < int64(w) {
