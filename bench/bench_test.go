@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -322,3 +323,49 @@ func TestSkippedStrategy(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedReasonIsOneLine runs a strategy whose every Write fails, as on
+// a full disk, with 8 writers: each writer, the final flush and the close
+// fail. The reason names the first error and counts the others, on one
+// line, so that the table keeps one row per case.
+func TestFailedReasonIsOneLine(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.Writers = []int{8}
+	full := Strategy{Name: "full", Kind: PageCache, Doc: "every write fails", open: openFull}
+	rep, err := runWith(context.Background(), cfg, []Strategy{full})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results[0]
+	if r.Status != StatusFailed || !strings.Contains(r.Reason, "no space left on device") || !strings.Contains(r.Reason, "and 9 more errors") {
+		t.Fatalf("full strategy: %+v", r)
+	}
+	if strings.Contains(r.Reason, "\n") {
+		t.Fatalf("reason spans lines:\n%s", r.Reason)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(table.String(), "no space left on device"); n != 1 {
+		t.Fatalf("table names the error on %d lines, want 1, the case's row:\n%s", n, table.String())
+	}
+}
+
+// fullSink fails every write, the final flush and the close with ENOSPC.
+type fullSink struct {
+	*writeSink
+}
+
+func openFull(ctx context.Context, dir string, rc runCase) (sink, error) {
+	s, err := openWrite(ctx, dir, rc)
+	if err != nil {
+		return nil, err
+	}
+	return &fullSink{s.(*writeSink)}, nil
+}
+
+func (s *fullSink) producer(int) (producer, error) { return s, nil }
+func (s *fullSink) write([]byte) error             { return syscall.ENOSPC }
+func (s *fullSink) finish(context.Context) error   { return syscall.ENOSPC }
+func (s *fullSink) close() error                   { return errors.Join(s.writeSink.close(), syscall.ENOSPC) }

@@ -354,7 +354,13 @@ func (r *runner) runOnce(ctx context.Context, c *caseState, n int64, stride int)
 	cerr := s.close()
 
 	c.dropped = max(c.dropped, s.dropped())
-	if err := errors.Join(errors.Join(errs...), ferr, cerr); err != nil {
+	if ferr != nil {
+		errs = append(errs, fmt.Errorf("finish: %w", ferr))
+	}
+	if cerr != nil {
+		errs = append(errs, fmt.Errorf("close: %w", cerr))
+	}
+	if err := firstError(errs); err != nil {
 		return runSample{}, nil, err
 	}
 	out := s.output()
@@ -412,6 +418,27 @@ func produce(p producer, cd *codec, rec []byte, w int, n uint64, stride int, see
 		return fmt.Errorf("writer %d, final batch: %w", w, err)
 	}
 	return nil
+}
+
+// firstError returns the first non-nil error of errs, saying how many more
+// there were, or nil. A failing run's writers often fail alike (a full
+// disk): one line with the first error reads better than one per writer.
+func firstError(errs []error) error {
+	var first error
+	more := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case first == nil:
+			first = err
+		default:
+			more++
+		}
+	}
+	if more > 0 {
+		return fmt.Errorf("%w (and %d more %s)", first, more, plural(more, "error", "errors"))
+	}
+	return first
 }
 
 // split divides n records among w writers as evenly as possible.
