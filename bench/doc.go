@@ -40,17 +40,18 @@
 //	            (≤ 12.5% high); p99 needs 100 samples, p99.9 1000
 //
 // Median, min and max are taken over the runs. The ceiling is large
-// sequential writes of 1 MiB on the same directory, measured the same way:
-// buffered pwrite(2) calls (the page-cache ceiling, against which buffered
-// strategies are shown as a percentage) and aligned O_DIRECT writes (the
-// device ceiling, for the O_DIRECT strategies), each measured Config.Runs
-// times (Config.MaxBytes each) before the cases, after a warm-up, and
+// sequential writes of CeilingWrite (4 MiB) on the same directory, measured
+// the same way: buffered pwrite(2) calls (the page-cache ceiling, against
+// which buffered strategies are shown as a percentage) and aligned O_DIRECT
+// writes (the device ceiling, for the O_DIRECT strategies), each measured
+// Config.Runs times (Config.MaxBytes each, rounded down to whole writes)
+// before the cases, after a warm-up, and
 // Config.Runs times after them, so that drift on a shared machine shows in
 // the ceiling's spread; a strategy may still beat the median. The
 // O_DIRECT ceiling keeps one write in flight, as the O_DIRECT strategies do;
 // a device that needs parallel requests to reach its rated speed shows less.
 // Every ceiling file is checked afterwards (its size, and its first, middle
-// and last MiB), so a write path that silently writes nothing cannot pass
+// and last write), so a write path that silently writes nothing cannot pass
 // for a fast one.
 //
 // # Records
