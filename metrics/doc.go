@@ -22,9 +22,17 @@
 // # Write-ahead log metrics (NewLogCollector)
 //
 // appendlog_wal_*: appended_bytes_total, written_bytes_total (frames
-// included), writes_total, syncs_total (fdatasync), next_seq and
+// included), writes_total, syncs_total (fdatasync), sync_duration_seconds
+// (histogram, bounds as above), synced_records_total, next_seq and
 // durable_seq (gauges: the next sequence number, the highest durable one),
-// segments_created_total, segments_deleted_total.
+// segments_created_total, segments_deleted_total, and failed (gauge: 1
+// once a write or sync failed the log).
+//
+// # Shared-memory log metrics (NewShmCollector)
+//
+// appendlog_shmlog_*: claims_total (this process's), active_file,
+// active_file_bytes and file_capacity_bytes (gauges), and
+// padded_frames_total. A closed Log exports none.
 //
 // # Stream store metrics (NewStoreCollector)
 //
