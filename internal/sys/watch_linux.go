@@ -37,10 +37,13 @@ func watchWait(w *Watcher, timeout time.Duration) (bool, error) {
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		ms := int(time.Until(deadline).Milliseconds())
-		if ms <= 0 {
+		left := time.Until(deadline)
+		if left <= 0 {
 			return false, nil
 		}
+		// poll takes whole milliseconds: round up, or a timeout of a
+		// fraction of one (or its remainder) would end early.
+		ms := int((left + time.Millisecond - 1) / time.Millisecond)
 		fds := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
 		n, err := unix.Poll(fds, ms)
 		if err == unix.EINTR {

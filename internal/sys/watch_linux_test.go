@@ -51,3 +51,24 @@ func TestWatcher(t *testing.T) {
 		t.Fatal("watching a missing directory succeeded")
 	}
 }
+
+// TestWatcherWaitsItsWholeTimeout: with nothing changing, Wait returns
+// only once its timeout has passed, also for a timeout that is not whole
+// milliseconds. poll(2) takes milliseconds, and rounding down made
+// Wait(500µs) return at once and Wait(1.5ms) after one millisecond.
+func TestWatcherWaitsItsWholeTimeout(t *testing.T) {
+	w, err := WatchDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, d := range []time.Duration{500 * time.Microsecond, 1500 * time.Microsecond} {
+		start := time.Now()
+		if changed, err := w.Wait(d); changed || err != nil {
+			t.Fatalf("Wait(%v) with nothing changed = %v, %v", d, changed, err)
+		}
+		if got := time.Since(start); got < d {
+			t.Errorf("Wait(%v) returned after %v", d, got)
+		}
+	}
+}
