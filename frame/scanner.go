@@ -98,9 +98,14 @@ func newScanner(r io.Reader, base int64, maxPayload, bufSize int) *Scanner {
 
 // Reset makes s scan r from file offset base, as a new Scanner would, but
 // keeps the buffer s already owns, so that scanning many files one after
-// another allocates it once. maxPayload is unchanged.
+// another allocates it once. maxPayload is unchanged; a zero Scanner is
+// set up as NewScanner(r, base, 0) would.
 func (s *Scanner) Reset(r io.Reader, base int64) {
-	*s = Scanner{r: r, maxPayload: s.maxPayload, bufSize: s.bufSize, buf: s.buf[:cap(s.buf)], off: base, curOff: base}
+	maxPayload, bufSize := s.maxPayload, s.bufSize
+	if maxPayload == 0 { // a zero Scanner
+		maxPayload, bufSize = MaxPayload, _initialBufSize
+	}
+	*s = Scanner{r: r, maxPayload: maxPayload, bufSize: bufSize, buf: s.buf[:cap(s.buf)], off: base, curOff: base}
 }
 
 // Next advances to the next frame of any kind and reports whether there is

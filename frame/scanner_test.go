@@ -375,3 +375,18 @@ func TestScannerReset(t *testing.T) {
 		t.Fatalf("%v allocs per Reset", a)
 	}
 }
+
+// TestScannerZeroValueReset checks that a zero Scanner, Reset onto an
+// input, scans it as NewScanner(r, base, 0) would: a caller keeping one
+// Scanner for many files may declare it rather than construct it.
+func TestScannerZeroValueReset(t *testing.T) {
+	b := new(stream).records(200, 50)
+	want := scanAll(t, NewScanner(bytes.NewReader(b.b), 4096, 0))
+	var s Scanner
+	s.Reset(bytes.NewReader(b.b), 4096)
+	got := scanAll(t, &s)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("zero Scanner after Reset scanned %d frames ending at %d (err %v), want %d ending at %d (err %v)",
+			len(got.frames), got.end, got.err, len(want.frames), want.end, want.err)
+	}
+}
