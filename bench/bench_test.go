@@ -369,3 +369,18 @@ func (s *fullSink) producer(int) (producer, error) { return s, nil }
 func (s *fullSink) write([]byte) error             { return syscall.ENOSPC }
 func (s *fullSink) finish(context.Context) error   { return syscall.ENOSPC }
 func (s *fullSink) close() error                   { return errors.Join(s.writeSink.close(), syscall.ENOSPC) }
+
+// TestDefaultDirNote checks that the note on the chosen directory gives
+// the real reason the temporary directory was passed over: here it does
+// not exist, which is no reason to call it RAM.
+func TestDefaultDirNote(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	t.Setenv("TMPDIR", missing)
+	dir, note := defaultDir()
+	if dir == missing {
+		t.Fatalf("chose %s, which does not exist", dir)
+	}
+	if !strings.Contains(note, missing+" is not a directory") || strings.Contains(note, missing+" is in RAM") {
+		t.Fatalf("note %q does not say why %s was passed over", note, missing)
+	}
+}

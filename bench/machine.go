@@ -194,9 +194,11 @@ func defaultDir() (dir, note string) {
 	if c, err := os.UserCacheDir(); err == nil {
 		candidates = append(candidates, c)
 	}
-	for i, d := range candidates {
+	var skipped []string // why each earlier candidate was passed over
+	for _, d := range candidates {
 		fi, err := os.Stat(d)
 		if err != nil || !fi.IsDir() {
+			skipped = append(skipped, d+" is not a directory")
 			continue
 		}
 		typ, _ := sys.FSType(d)
@@ -204,10 +206,11 @@ func defaultDir() (dir, note string) {
 			typ = mt
 		}
 		if typ == "tmpfs" || typ == "ramfs" {
+			skipped = append(skipped, fmt.Sprintf("%s is in RAM (%s)", d, typ))
 			continue
 		}
-		if i > 0 {
-			note = fmt.Sprintf("%s is in RAM (tmpfs); wrote in %s instead", candidates[0], d)
+		if len(skipped) > 0 {
+			note = fmt.Sprintf("%s; wrote in %s instead", strings.Join(skipped, ", "), d)
 		}
 		return d, note
 	}
