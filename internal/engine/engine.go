@@ -99,7 +99,9 @@ const (
 )
 
 // Sink receives the committed bytes in order. Its methods are called only by
-// the flusher goroutine, never concurrently.
+// the flusher goroutine, never concurrently. They must not call a method of
+// the Engine that waits on the flusher (Close, Flush, Sync, WaitSynced, the
+// Await calls, or a Claim on a full ring): the flusher would wait for itself.
 type Sink interface {
 	// Write writes the bytes at log positions [pos, pos+len(a)+len(b)).
 	// b continues a when the range wraps around the end of the ring; it is
@@ -431,6 +433,8 @@ func (e *Engine) TryClaim(n, k int) (c Claim, ok bool, err error) {
 
 // ClaimBy is Claim that gives up at deadline, a time on the engine's clock
 // (Now); ok is false, with a nil error, when space did not come in time.
+// A deadline already past still takes space that is free now; a zero
+// deadline never passes (ClaimBy is then Claim).
 func (e *Engine) ClaimBy(n, k int, deadline time.Time) (c Claim, ok bool, err error) {
 	c, err = e.claim(n, k, true, deadline)
 	if err == errFull {
@@ -860,7 +864,8 @@ func StoreMax(a *atomic.Uint64, v uint64) {
 // Close stops new claims, waits for every claimed byte to be committed,
 // writes and syncs it, and joins the flusher. REQUIRES: every successful
 // Claim is committed (Close waits for it). It is idempotent; it returns
-// the engine's sticky error, if any.
+// the engine's sticky error, if any. REQUIRES: not called from a Sink
+// method (see Sink).
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		for {
