@@ -799,3 +799,54 @@ func TestOnErrorWritesToRing(t *testing.T) {
 		t.Errorf("the sink got %d bytes of records, want %d", len(got), len(want))
 	}
 }
+
+// TestWrittenRecordsNeverGoesBack: Stats().WrittenRecords (exported as a
+// Prometheus counter) never decreases while producers write and Stats is
+// read at once. It was tailSeq when everything claimed was written, and
+// otherwise the count as of the last write that ended at the tail, which
+// can be far lower.
+func TestWrittenRecordsNeverGoesBack(t *testing.T) {
+	r, err := NewRing(io.Discard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	const writers = 4
+	done := make(chan struct{})
+	line := []byte(strings.Repeat("x", 40) + "\n")
+	for range writers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for !stop.Load() {
+				if _, err := r.Write(line); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	var last uint64
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		w := r.Stats().WrittenRecords
+		if w < last {
+			stop.Store(true)
+			for range writers {
+				<-done
+			}
+			r.Close()
+			t.Fatalf("WrittenRecords went from %d back to %d", last, w)
+		}
+		last = w
+	}
+	stop.Store(true)
+	for range writers {
+		<-done
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Stats(); st.WrittenRecords != st.Records || st.WrittenRecords < last {
+		t.Fatalf("after Close: %+v (last seen %d)", st, last)
+	}
+}

@@ -850,10 +850,12 @@ func (r *Ring) Stats() Stats {
 	start := r.e.Config().StartPos
 	tailPos -= start
 	written -= start
-	wrecs := r.meter.records.Load()
 	if written >= tailPos {
-		wrecs = tailSeq // every record claimed before the tail was read is written
+		// Every record claimed before the tail was read is written. Later
+		// calls report at least this: WrittenRecords is a counter.
+		engine.StoreMax(&r.meter.records, tailSeq)
 	}
+	wrecs := r.meter.records.Load()
 	dropped, droppedBytes := r.dropped.Load(), r.droppedBytes.Load()
 	markerBytes := r.markerBytes.Load()
 	return Stats{
@@ -885,7 +887,8 @@ type meter struct {
 	e       atomic.Pointer[engine.Engine]
 	latency hist.Atomic
 	// records is the number of records wholly written, as of the last
-	// write that ended at the tail (a lower bound otherwise).
+	// write that ended at the tail or the last Stats that found every
+	// claimed byte written (a lower bound otherwise). It never decreases.
 	records atomic.Uint64
 }
 
@@ -899,7 +902,7 @@ func (m *meter) Write(pos uint64, a, b []byte) error {
 	if e := m.e.Load(); e != nil {
 		end := pos + uint64(len(a)+len(b))
 		if tp, ts := e.Tail(); tp == end {
-			m.records.Store(ts)
+			engine.StoreMax(&m.records, ts) // Stats may have raised it past ts meanwhile
 		}
 	}
 	return nil
