@@ -89,3 +89,33 @@ func TestDeleteGroup(t *testing.T) {
 	noErr(t, g.Close())
 	noErr(t, st.Close())
 }
+
+// TestDeleteLastGroupKeepsRecords: in a stream kept UntilAcked, deleting
+// its only group leaves a stream with no group, which keeps everything:
+// DeleteGroup deleted every record but the active segment's, consumed by
+// no one.
+func TestDeleteLastGroupKeepsRecords(t *testing.T) {
+	st := mustOpen(t, t.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("q", &Config{SegmentSize: 64 << 10, Retention: Retention{UntilAcked: true}})
+	noErr(t, err)
+	g, err := s.Group("g", nil)
+	noErr(t, err)
+	var last uint64
+	for range 2000 {
+		last, err = s.Publish(make([]byte, 200))
+		noErr(t, err)
+	}
+	noErr(t, s.WaitDurable(context.Background(), last))
+	m, err := g.Next(context.Background(), nil)
+	noErr(t, err)
+	noErr(t, g.Ack(m.Seq))
+	noErr(t, g.Close())
+	if first := s.Stats().FirstSeq; first != 1 {
+		t.Fatalf("FirstSeq %d before DeleteGroup", first)
+	}
+	noErr(t, s.DeleteGroup("g"))
+	if first := s.Stats().FirstSeq; first != 1 {
+		t.Fatalf("DeleteGroup of the stream's only group deleted records 1 to %d, which no group consumed", first-1)
+	}
+}

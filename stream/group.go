@@ -252,10 +252,33 @@ func (s *Stream) DeleteGroup(name string) error {
 	}
 	if s.cfg.Retention.UntilAcked {
 		// As a group's checkpoint does (Group.truncate): what the groups
-		// left have acked goes.
-		_ = l.TruncateFront(l.NextSeq())
+		// left have acked goes. With no group left the stream keeps
+		// everything: TruncateFront, finding no cursor, would delete it
+		// all.
+		if floor, ok := cursorFloor(l); ok {
+			_ = l.TruncateFront(floor)
+		}
 	}
 	return nil
+}
+
+// cursorFloor returns the lowest checkpointed position of l's cursors (the
+// groups' positions and those of other processes), ok false if it has
+// none or they cannot be read.
+func cursorFloor(l *wal.Log) (floor uint64, ok bool) {
+	cs, err := l.Cursors()
+	if err != nil {
+		return 0, false
+	}
+	for _, c := range cs {
+		if c.Err != nil {
+			return 0, false
+		}
+		if !ok || c.Committed < floor {
+			floor, ok = c.Committed, true
+		}
+	}
+	return floor, ok
 }
 
 // openGroup opens or creates group name on l.
