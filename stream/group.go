@@ -165,6 +165,9 @@ type Group struct {
 	// closed is closed when the first close has finished: a close called
 	// meanwhile, from another goroutine, waits for it.
 	closed chan struct{}
+	// closing is set, under mu, when the first close begins: read without
+	// mu by Stream.Group, which holds the stream's lock (mu comes first).
+	closing atomic.Bool
 
 	redelivered, acked, nacked, dead, skipped atomic.Uint64
 }
@@ -183,8 +186,25 @@ func (s *Stream) Group(name string, opts *GroupOptions) (*Group, error) {
 	if s.mu.err != nil {
 		return nil, s.wrapErr(s.mu.err) // its groups, closed, are still listed
 	}
-	if g, ok := s.mu.groups[name]; ok {
-		return g, nil
+	for {
+		g, ok := s.mu.groups[name]
+		if !ok {
+			break
+		}
+		if !g.closing.Load() {
+			return g, nil
+		}
+		// Closed by another goroutine, whose Close has not yet returned:
+		// open the group again once that close has released its cursor.
+		s.mu.Unlock()
+		<-g.closed
+		s.mu.Lock()
+		if s.mu.err != nil {
+			return nil, s.wrapErr(s.mu.err)
+		}
+		if s.mu.groups[name] == g {
+			delete(s.mu.groups, name)
+		}
 	}
 	l, err := s.logLocked()
 	if err != nil {
@@ -881,6 +901,7 @@ func (g *Group) close(why error) error {
 	}
 	defer close(g.closed)
 	g.mu.closed = fmt.Errorf("stream %q: group %q: %w", g.s.name, g.name, why)
+	g.closing.Store(true)
 	select {
 	case g.wake <- struct{}{}:
 	default:
