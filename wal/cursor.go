@@ -1137,6 +1137,9 @@ func readCursors(fsys vfs.FS, dir string, next uint64, maxRec int) ([]CursorInfo
 			continue
 		}
 		committed, err := readCursorFile(fsys, dir, n)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted since the listing
+		}
 		if err != nil {
 			ci.Err = err
 			out = append(out, ci)
@@ -1213,6 +1216,9 @@ func (l *Log) cursorFloor() (floor uint64, ok bool, err error) {
 			continue
 		}
 		c, err := readCursorFile(l.opts.fsys, l.dir, n)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted since the listing: it keeps nothing
+		}
 		if err != nil {
 			return 0, false, err
 		}
