@@ -1,0 +1,240 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+
+	"github.com/appendlog/appendlog/internal/vfs"
+)
+
+// cutEveryStep runs an operation once per file-system step it takes and
+// cuts the power at that step: for step 1, 2, ... it builds a fresh log
+// with prepare (uncounted), counts the steps of act, and at the step-th
+// one keeps what a power cut leaves (three outcomes: only synced bytes,
+// and two random subsets of the unsynced writes). check judges each
+// outcome. It stops at the first step act does not reach.
+func cutEveryStep[S any](t *testing.T, prepare func(t *testing.T, fsys vfs.FS) S, act func(S), check func(t *testing.T, step int, crashed *vfs.MemFS, s S)) {
+	t.Helper()
+	for step := 1; ; step++ {
+		mem := vfs.NewMem()
+		var armed atomic.Bool
+		var ops atomic.Int64
+		var cut atomic.Bool
+		fsys := vfs.WithFaults(mem, func(op vfs.Op, name string, off int64, n int) (int, error) {
+			if armed.Load() && ops.Add(1) == int64(step) {
+				cut.Store(true)
+				mem.Crash(nil) // the power goes: every later step fails
+			}
+			return n, nil
+		})
+		s := prepare(t, fsys)
+		armed.Store(true)
+		act(s)
+		if !cut.Load() {
+			if step < 3 {
+				t.Fatalf("the operation took only %d file-system steps", step-1)
+			}
+			t.Logf("power cut at each of %d steps", step-1)
+			return
+		}
+		for k := range 3 {
+			var rng *rand.Rand
+			if k > 0 {
+				rng = rand.New(rand.NewPCG(uint64(step), uint64(k)))
+			}
+			check(t, step, mem.Crash(rng), s)
+			if t.Failed() {
+				t.Fatalf("power cut at step %d (outcome %d)", step, k)
+			}
+		}
+	}
+}
+
+// checkLog opens the log after a cut, checks that every acked record is
+// there and that the log has no hole, appends, and checks that those
+// appends survive a second cut.
+func checkLog(t *testing.T, crashed *vfs.MemFS, opts Options, acked []ack) (first, next uint64) {
+	t.Helper()
+	const dir = "/log"
+	opts.fsys = crashed
+	l, err := Open(dir, &opts)
+	if err != nil {
+		t.Fatalf("Open after the cut: %v", err)
+	}
+	first, next = l.FirstSeq(), l.NextSeq()
+	seq, err := l.Append(testPayload(99, 0, 100))
+	noErr(t, err)
+	noErr(t, l.WaitDurable(context.Background(), seq))
+	noErr(t, l.Close())
+	again := crashed.Crash(nil)
+	opts.fsys = again
+	l2, err := Open(dir, &opts)
+	if err != nil {
+		t.Fatalf("Open after a second cut: %v", err)
+	}
+	// Positioned reads go through the index files the cut left.
+	for from := first; from <= seq; from += 13 {
+		r, err := l2.NewReader(from, nil)
+		noErr(t, err)
+		if !r.Next() || r.Seq() != from {
+			t.Fatalf("NewReader(%d): at %d, %v", from, r.Seq(), r.Err())
+		}
+		noErr(t, r.Close())
+	}
+	noErr(t, l2.Close())
+	got := readAll(t, again, dir)
+	for _, a := range append(acked, ack{seq, 99, 0}) {
+		if a.seq < first {
+			continue
+		}
+		p, ok := got[a.seq]
+		if !ok {
+			t.Fatalf("durable seq %d lost (log [%d,%d))", a.seq, first, next)
+		}
+		if g, i, err := parsePayload(p); err != nil || g != a.g || i != a.i {
+			t.Fatalf("seq %d holds writer %d #%d (%v), acked %d #%d", a.seq, g, i, err, a.g, a.i)
+		}
+	}
+	if uint64(len(got)) != seq+1-first {
+		t.Fatalf("read %d records, log is [%d,%d]: a hole", len(got), first, seq)
+	}
+	return first, next
+}
+
+// TestPowerCutRotation cuts the power at every step of appends acked one
+// by one across a rotation: footer, truncate, fdatasync, the new
+// segment's header, rename, directory fsync, the index file and the next
+// spare file.
+func TestPowerCutRotation(t *testing.T) {
+	opts := Options{SegmentSize: 64 << 10, BufferSize: 64 << 10}
+	type state struct {
+		l     *Log
+		acked []ack
+	}
+	var rotated bool
+	cutEveryStep(t, func(t *testing.T, fsys vfs.FS) *state {
+		o := opts
+		o.fsys = fsys
+		l := mustOpen(t, "/log", &o)
+		s := &state{l: l}
+		for i := range 270 { // close to the end of the first segment (285)
+			seq, err := l.Append(testPayload(1, i, 200))
+			noErr(t, err)
+			s.acked = append(s.acked, ack{seq, 1, i})
+		}
+		noErr(t, l.Sync(context.Background()))
+		if l.Stats().SegmentsCreated != 0 {
+			t.Fatal("rotated before the cuts")
+		}
+		return s
+	}, func(s *state) {
+		for i := 270; i < 310; i++ {
+			seq, err := s.l.Append(testPayload(1, i, 200))
+			if err == nil {
+				err = s.l.WaitDurable(context.Background(), seq)
+			}
+			if err != nil {
+				break
+			}
+			s.acked = append(s.acked, ack{seq, 1, i})
+		}
+		rotated = s.l.Stats().SegmentsCreated > 0
+		s.l.Close()
+	}, func(t *testing.T, step int, crashed *vfs.MemFS, s *state) {
+		checkLog(t, crashed, opts, s.acked)
+	})
+	if !rotated {
+		t.Fatal("the appends did not rotate")
+	}
+}
+
+// TestPowerCutTruncateFront cuts the power at every step of a
+// TruncateFront deleting three segments and their index files: the log
+// starts at the old first record or the new one, with no hole.
+func TestPowerCutTruncateFront(t *testing.T) {
+	opts := Options{SegmentSize: 64 << 10, BufferSize: 64 << 10}
+	type state struct {
+		l     *Log
+		acked []ack
+		at    uint64
+	}
+	cutEveryStep(t, func(t *testing.T, fsys vfs.FS) *state {
+		o := opts
+		o.fsys = fsys
+		l := mustOpen(t, "/log", &o)
+		s := &state{l: l}
+		for i := range 1500 {
+			seq, err := l.Append(testPayload(1, i, 200))
+			noErr(t, err)
+			s.acked = append(s.acked, ack{seq, 1, i})
+		}
+		noErr(t, l.Sync(context.Background()))
+		s.at = 1200
+		return s
+	}, func(s *state) {
+		_ = s.l.TruncateFront(s.at)
+		s.l.Close()
+	}, func(t *testing.T, step int, crashed *vfs.MemFS, s *state) {
+		first, _ := checkLog(t, crashed, opts, s.acked)
+		if first != 1 && first > s.at {
+			t.Fatalf("log starts at %d after TruncateFront(%d)", first, s.at)
+		}
+	})
+}
+
+// TestPowerCutDeleteCursor cuts the power at every step of DeleteCursor:
+// the cursor is there at its checkpoint or gone, and the log opens.
+func TestPowerCutDeleteCursor(t *testing.T) {
+	opts := Options{SegmentSize: 64 << 10}
+	cutEveryStep(t, func(t *testing.T, fsys vfs.FS) *Log {
+		o := opts
+		o.fsys = fsys
+		l := mustOpen(t, "/log", &o)
+		appendN(t, l, 100)
+		noErr(t, l.Sync(context.Background()))
+		for _, name := range []string{"a", "b"} {
+			c, err := l.Cursor(name)
+			noErr(t, err)
+			noErr(t, c.Ack(1))
+			noErr(t, c.Commit(context.Background()))
+			noErr(t, c.Close())
+		}
+		return l
+	}, func(l *Log) {
+		_ = l.DeleteCursor("a")
+		l.Close()
+	}, func(t *testing.T, step int, crashed *vfs.MemFS, _ *Log) {
+		got, err := readCursorFile(crashed, "/log", "a")
+		if err != nil && !errors.Is(err, fs.ErrNotExist) || err == nil && got != 2 {
+			t.Fatalf("cursor a: %d, %v; want 2 or gone", got, err)
+		}
+		if got, err := readCursorFile(crashed, "/log", "b"); err != nil || got != 2 {
+			t.Fatalf("cursor b: %d, %v; want 2", got, err)
+		}
+		o := opts
+		o.fsys = crashed
+		l, err := Open("/log", &o)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		defer l.Close()
+		infos, err := l.Cursors()
+		if err != nil {
+			t.Fatalf("Cursors: %v", err)
+		}
+		for _, in := range infos {
+			if in.Err != nil {
+				t.Fatalf("cursor %s: %v", in.Name, in.Err)
+			}
+		}
+		c, err := l.Cursor("a")
+		if err != nil {
+			t.Fatalf("Cursor a after the cut: %v", err)
+		}
+		noErr(t, c.Close())
+	})
+}
