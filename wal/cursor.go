@@ -917,9 +917,11 @@ func (c *Cursor) Close() error {
 // passes math.MaxUint64 and makes them durable itself), if it moved since
 // the last checkpoint.
 func (c *Cursor) checkpoint(limit uint64) error {
-	v := min(c.floor.Load(), limit)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	// Read under wmu: a position read before a Seek back took wmu would
+	// overwrite the Seek's checkpoint.
+	v := min(c.floor.Load(), limit)
 	if v <= c.written {
 		return c.err
 	}

@@ -432,3 +432,47 @@ func TestDeleteCursorBetweenListAndRead(t *testing.T) {
 		})
 	}
 }
+
+// TestSeekBackRacesCommit: a Seek back that returned is what the cursor
+// file holds, whatever Commit (or the checkpointer) did meanwhile: a
+// checkpoint that read the committed position before the Seek must not
+// write it after the Seek's.
+func TestSeekBackRacesCommit(t *testing.T) {
+	l := mustOpen(t, "/log", &Options{fsys: vfs.NewMem(), CheckpointEvery: time.Hour})
+	defer l.Close()
+	appendN(t, l, 3000)
+	noErr(t, l.Sync(context.Background()))
+	c, err := l.Cursor("c")
+	noErr(t, err)
+	defer c.Close()
+	next := uint64(1)
+	for k := range 300 {
+		back := next
+		for range 10 {
+			noErr(t, c.Ack(next))
+			next++
+		}
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for !stop.Load() {
+				if err := c.Commit(context.Background()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+		noErr(t, c.Seek(back))
+		stop.Store(true)
+		wg.Wait()
+		if got, err := readCursorFile(l.opts.fsys, "/log", "c"); err != nil || got != back {
+			t.Fatalf("round %d: Seek(%d) returned, the cursor file holds %d (%v); Committed %d", k, back, got, err, c.Committed())
+		}
+		next = back
+		for range 10 { // forward again, past what the next round acks
+			noErr(t, c.Ack(next))
+			next++
+		}
+		noErr(t, c.Commit(context.Background()))
+	}
+}
