@@ -100,16 +100,17 @@ func decodeIndex(b []byte, firstSeq uint64, size int64) (seqs []uint64, offs []i
 }
 
 // writeIndexFile writes the index file of sealed segment s (on the
-// sealer). A failure only costs a later walk.
+// sealer), unless retention deleted s meanwhile. A failure only costs a
+// later walk. It holds s.idx.mu while it writes, so that a deletion
+// (removeIndexFile) removes the file after it or finds it not written.
 func (t *segTable) writeIndexFile(s *liveSeg) error {
 	x := &s.idx
 	x.mu.Lock()
-	if !x.started || x.stuck {
-		x.mu.Unlock()
+	defer x.mu.Unlock()
+	if !x.started || x.stuck || x.deleted {
 		return nil
 	}
 	b := encodeIndex(x.seqs, x.offs, x.crcs)
-	x.mu.Unlock()
 	path := filepath.Join(t.dir, s.name+idxSuffix)
 	f, err := t.fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -120,6 +121,16 @@ func (t *segTable) writeIndexFile(s *liveSeg) error {
 		err = cerr
 	}
 	return err
+}
+
+// removeIndexFile removes the index file of segment s, which retention
+// deleted, and keeps the sealer from writing it later.
+func (t *segTable) removeIndexFile(s *liveSeg) {
+	x := &s.idx
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.deleted = true
+	_ = t.fsys.Remove(filepath.Join(t.dir, s.name+idxSuffix)) // a hint, and maybe never written
 }
 
 // loadIndexFile fills the index of sealed segment s from its index file,

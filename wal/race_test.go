@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -474,5 +475,51 @@ func TestSeekBackRacesCommit(t *testing.T) {
 			next++
 		}
 		noErr(t, c.Commit(context.Background()))
+	}
+}
+
+// renameHookFS runs hook once, before the next Rename: the sealer renames
+// the next segment after it synced the one it seals, and writes that
+// one's index file after.
+type renameHookFS struct {
+	vfs.FS
+	hook atomic.Pointer[func()]
+}
+
+func (f *renameHookFS) Rename(oldname, newname string) error {
+	if h := f.hook.Swap(nil); h != nil {
+		(*h)()
+	}
+	return f.FS.Rename(oldname, newname)
+}
+
+// TestTruncateFrontRacesSealIndex: a TruncateFront that deletes a segment
+// the sealer is still sealing leaves no index file behind for it (the
+// sealer wrote it after the deletion, and only the next Open removed it).
+func TestTruncateFrontRacesSealIndex(t *testing.T) {
+	mem := vfs.NewMem()
+	fsys := &renameHookFS{FS: mem}
+	l := mustOpen(t, "/log", &Options{fsys: fsys, SegmentSize: 64 << 10, BufferSize: 64 << 10})
+	var terr error
+	h := func() { terr = l.TruncateFront(l.NextSeq()) }
+	fsys.hook.Store(&h)
+	for i := range 400 {
+		_, err := l.Append(testPayload(1, i, 200))
+		noErr(t, err)
+	}
+	noErr(t, l.Sync(context.Background()))
+	noErr(t, l.Close())
+	noErr(t, terr)
+	if fsys.hook.Load() != nil || l.FirstSeq() == 1 {
+		t.Fatalf("the hook did not delete the sealed segment (first %d)", l.FirstSeq())
+	}
+	names, err := mem.List("/log")
+	noErr(t, err)
+	for _, n := range names {
+		if seg, ok := strings.CutSuffix(n, idxSuffix); ok {
+			if _, err := mem.Stat("/log/" + seg); err != nil {
+				t.Errorf("index file %s left for a deleted segment (files %q)", n, names)
+			}
+		}
 	}
 }

@@ -165,7 +165,7 @@ func (l *Log) deleteFront(drop func(s *liveSeg, total int64) bool) error {
 			if rerr := l.opts.fsys.Remove(filepath.Join(l.dir, s.name)); rerr != nil {
 				err = fmt.Errorf("wal: delete segment %s: %w", s.name, rerr)
 			}
-			_ = l.opts.fsys.Remove(filepath.Join(l.dir, s.name+idxSuffix)) // a hint, and maybe never written
+			t.removeIndexFile(s)
 		}
 		t.mu.Lock()
 		t.dropLocked(s)

@@ -348,6 +348,10 @@ type segIndex struct {
 	seq     uint64
 	started bool
 	stuck   bool // the walk met a header it cannot follow
+	// deleted is set when retention deleted the segment: its index file
+	// must not be written any more (the sealer may get there after the
+	// deletion). Protected by mu.
+	deleted bool
 }
 
 // note records, for the flusher, that the frame of record seq, whose
