@@ -419,7 +419,12 @@ func (l *Log) CursorWith(name string, opts *CursorOptions) (*Cursor, error) {
 	}
 	c := newCursor(fsys, l.dir, name, window, &s.write, &s.writes)
 	c.l = l
-	if err := c.start(l.FirstSeq(), l.NextSeq()); err != nil {
+	// Under retention's lock: a deletion under way, whose floor could not
+	// count this cursor, ends before a new cursor starts at FirstSeq.
+	l.ret.Lock()
+	err = c.start(l.FirstSeq(), l.NextSeq())
+	l.ret.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	if s.mu.open == nil {

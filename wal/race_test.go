@@ -523,3 +523,46 @@ func TestTruncateFrontRacesSealIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestNewCursorRacesTruncateFront: a cursor created while TruncateFront
+// runs starts at a record the deletion keeps. It started at the FirstSeq
+// from before the deletion, whose floor could not count it: its first
+// Next was a *TruncatedError, and so was every later one until a Seek.
+func TestNewCursorRacesTruncateFront(t *testing.T) {
+	fsys := &listHookFS{FS: vfs.NewMem(), dir: "/log/" + cursorDir}
+	l := mustOpen(t, "/log", &Options{fsys: fsys, SegmentSize: 64 << 10, BufferSize: 64 << 10})
+	defer l.Close()
+	for i := range 1000 {
+		_, err := l.Append(testPayload(1, i, 200))
+		noErr(t, err)
+	}
+	noErr(t, l.Sync(context.Background()))
+	var c *Cursor
+	var cerr error
+	done := make(chan struct{})
+	// Retention listed the cursors (none): the cursor is created now. It
+	// either completes at once (the bug) or waits for the deletion; the
+	// hook waits a little for it, so that the first shows.
+	h := func() {
+		go func() {
+			defer close(done)
+			c, cerr = l.Cursor("n")
+		}()
+		select {
+		case <-done:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	fsys.hook.Store(&h)
+	noErr(t, l.TruncateFront(l.NextSeq()))
+	<-done
+	noErr(t, cerr)
+	defer c.Close()
+	if l.FirstSeq() == 1 {
+		t.Fatal("nothing was deleted")
+	}
+	seq, _, err := c.Next(context.Background())
+	if err != nil || seq != l.FirstSeq() {
+		t.Fatalf("new cursor at %d: Next %d, %v; the log starts at %d", c.Committed(), seq, err, l.FirstSeq())
+	}
+}
