@@ -1178,6 +1178,9 @@ func bytesFrom(fsys vfs.FS, dir string, segs []segInfo, seq uint64, maxRec int) 
 	for i := k; i < len(segs); i++ {
 		if i > k && i < len(segs)-1 {
 			st, err := fsys.Stat(filepath.Join(dir, segs[i].name))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // deleted by retention since the listing: no bytes left
+			}
 			if err != nil {
 				return 0, fmt.Errorf("wal: stat %s: %w", segs[i].name, err)
 			}

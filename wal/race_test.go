@@ -566,3 +566,33 @@ func TestNewCursorRacesTruncateFront(t *testing.T) {
 		t.Fatalf("new cursor at %d: Next %d, %v; the log starts at %d", c.Committed(), seq, err, l.FirstSeq())
 	}
 }
+
+// TestCursorsRacesTruncateFront: Cursors lists the segments, then sizes
+// the ones after a cursor's position; a TruncateFront deleting some of
+// them in between (a cursor that IgnoreCursors does not protect) is not
+// an error of the cursor's.
+func TestCursorsRacesTruncateFront(t *testing.T) {
+	fsys := &listHookFS{FS: vfs.NewMem(), dir: "/log"}
+	l := mustOpen(t, "/log", &Options{fsys: fsys, SegmentSize: 64 << 10, BufferSize: 64 << 10, Retention: Retention{IgnoreCursors: true}})
+	defer l.Close()
+	for i := range 1500 {
+		_, err := l.Append(testPayload(1, i, 200))
+		noErr(t, err)
+	}
+	noErr(t, l.Sync(context.Background()))
+	c, err := l.Cursor("c")
+	noErr(t, err)
+	noErr(t, c.Close())
+	var terr error
+	h := func() { terr = l.TruncateFront(1200) } // after the listing of the segments
+	fsys.hook.Store(&h)
+	infos, err := l.Cursors()
+	noErr(t, err)
+	noErr(t, terr)
+	if fsys.hook.Load() != nil || l.FirstSeq() == 1 {
+		t.Fatalf("the hook deleted nothing (first %d)", l.FirstSeq())
+	}
+	if len(infos) != 1 || infos[0].Err != nil || infos[0].LagBytes <= 0 {
+		t.Fatalf("Cursors racing TruncateFront: %+v", infos)
+	}
+}
