@@ -414,10 +414,14 @@ func (s *Stream) Stats() StreamStats {
 	base, closedBytes, last, first := s.mu.baseNext, s.mu.closedBytes, s.mu.last, s.mu.first
 	s.mu.Unlock()
 	if l != nil {
+		// The durable end first: read after NextSeq (as wal.Log.Stats
+		// reads them), it may be past it, records made durable between
+		// the two reads.
+		durable := l.DurableSeq()
 		ls := l.Stats()
 		out.Open = true
 		out.Log = ls
-		out.FirstSeq, out.NextSeq, out.DurableSeq = l.FirstSeq(), ls.NextSeq, ls.DurableSeq
+		out.FirstSeq, out.NextSeq, out.DurableSeq = l.FirstSeq(), ls.NextSeq, durable
 		out.PublishedBytes = closedBytes + ls.Appended
 	} else {
 		out.FirstSeq, out.NextSeq, out.DurableSeq = first, last.NextSeq, last.DurableSeq
