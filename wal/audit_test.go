@@ -902,3 +902,25 @@ func writeEmbedding(t *testing.T, dir string, o *Options, size int) {
 	}
 	noErr(t, l.Close())
 }
+
+// TestCheckpointerSkipsClosedCursor: a checkpoint from the checkpointer's
+// list of open cursors, taken before a Close, never writes the file of a
+// cursor closed and then deleted since (an Ack racing the Close moved its
+// position past the last checkpoint), which would bring it back.
+func TestCheckpointerSkipsClosedCursor(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, nil)
+	defer l.Close()
+	appendN(t, l, 10)
+	noErr(t, l.Sync(context.Background()))
+	c, err := l.Cursor("c")
+	noErr(t, err)
+	noErr(t, c.Ack(1))
+	noErr(t, c.Close())
+	c.floor.Store(5) // acks that raced the Close
+	noErr(t, l.DeleteCursor("c"))
+	_ = c.checkpoint(l.DurableSeq() + 1) // the checkpointer's stale pass
+	if _, err := os.Stat(filepath.Join(dir, cursorDir, "c")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the deleted cursor's file came back: %v", err)
+	}
+}

@@ -924,6 +924,12 @@ func (c *Cursor) Close() error {
 func (c *Cursor) checkpoint(limit uint64) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.closed.Load() {
+		// The checkpointer's list of open cursors can be older than a
+		// Close (which wrote the last checkpoint) and a DeleteCursor
+		// after it: a write now would bring the deleted file back.
+		return c.err
+	}
 	// Read under wmu: a position read before a Seek back took wmu would
 	// overwrite the Seek's checkpoint.
 	v := min(c.floor.Load(), limit)

@@ -333,10 +333,13 @@ type Histogram = hist.Histogram
 
 // Stats returns a snapshot of the log's counters.
 func (l *Log) Stats() Stats {
+	// DurableSeq first: both only grow, so read in this order the durable
+	// end is never past NextSeq, however a sync lands between the reads.
+	durable := l.DurableSeq()
 	es := l.eng.Stats()
 	return Stats{
 		NextSeq:         l.NextSeq(),
-		DurableSeq:      l.DurableSeq(),
+		DurableSeq:      durable,
 		Appended:        es.Claimed,
 		Written:         es.Written,
 		Syncs:           es.Syncs,
