@@ -919,7 +919,7 @@ func TestCheckpointerSkipsClosedCursor(t *testing.T) {
 	noErr(t, c.Close())
 	c.floor.Store(5) // acks that raced the Close
 	noErr(t, l.DeleteCursor("c"))
-	_ = c.checkpoint(l.DurableSeq() + 1) // the checkpointer's stale pass
+	_ = c.periodic(l.DurableSeq() + 1) // the checkpointer's stale pass
 	if _, err := os.Stat(filepath.Join(dir, cursorDir, "c")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the deleted cursor's file came back: %v", err)
 	}

@@ -287,7 +287,7 @@ func (s *cursorSet) loop(l *Log, clk clock.Clock) {
 		for _, c := range s.snapshot() {
 			// A failed write is kept in c.err and returned by Commit and
 			// Close; the next period tries again.
-			_ = c.checkpoint(limit)
+			_ = c.periodic(limit)
 		}
 		t.Reset(period)
 	}
@@ -924,12 +924,24 @@ func (c *Cursor) Close() error {
 func (c *Cursor) checkpoint(limit uint64) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	return c.checkpointLocked(limit)
+}
+
+// periodic is checkpoint for the checkpointer's pass, which skips a
+// closed cursor: its list of open cursors can be older than a Close
+// (whose closer writes the last checkpoint) and a DeleteCursor after it,
+// and a write then would bring the deleted file back.
+func (c *Cursor) periodic(limit uint64) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if c.closed.Load() {
-		// The checkpointer's list of open cursors can be older than a
-		// Close (which wrote the last checkpoint) and a DeleteCursor
-		// after it: a write now would bring the deleted file back.
 		return c.err
 	}
+	return c.checkpointLocked(limit)
+}
+
+// checkpointLocked is checkpoint. REQUIRES: c.wmu is held.
+func (c *Cursor) checkpointLocked(limit uint64) error {
 	// Read under wmu: a position read before a Seek back took wmu would
 	// overwrite the Seek's checkpoint.
 	v := min(c.floor.Load(), limit)
