@@ -77,10 +77,7 @@ func runDump(stdout, stderr io.Writer, dir string, f *dumpFlags) (err error) {
 	if isShmFile(dir) {
 		return runShmDump(context.Background(), stdout, dir, f, false)
 	}
-	if err := checkDir(dir); err != nil {
-		return err
-	}
-	if err := checkNotStore(dir); err != nil {
+	if err := checkLogDir(dir); err != nil {
 		return err
 	}
 	r, err := wal.OpenReader(dir, f.from, readOptions())

@@ -48,10 +48,7 @@ directory that is not an appendlog log, where it creates nothing.`,
 }
 
 func runRepair(stdout io.Writer, dir string, force bool) error {
-	if err := checkDir(dir); err != nil {
-		return err
-	}
-	if err := checkNotStore(dir); err != nil {
+	if err := checkLogDir(dir); err != nil {
 		return err
 	}
 	rep, err := wal.Repair(dir, force, readOptions())

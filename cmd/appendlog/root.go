@@ -156,6 +156,15 @@ func dirArg(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
+// checkLogDir is checkDir, then checkNotStore: for the commands that read
+// or repair a log directory.
+func checkLogDir(dir string) error {
+	if err := checkDir(dir); err != nil {
+		return err
+	}
+	return checkNotStore(dir)
+}
+
 // checkDir reports a clear error when dir does not exist or is not a
 // directory, before the wal package is asked to open it.
 func checkDir(dir string) error {

@@ -65,10 +65,7 @@ func runVerify(stdout, stderr io.Writer, dir string, payloads bool) error {
 		}
 		return runShmVerify(stdout, dir)
 	}
-	if err := checkDir(dir); err != nil {
-		return err
-	}
-	if err := checkNotStore(dir); err != nil {
+	if err := checkLogDir(dir); err != nil {
 		return err
 	}
 	rep, err := wal.Verify(dir, readOptions())
