@@ -580,8 +580,8 @@ func nameTime(t time.Time) time.Time {
 
 // taken reports whether the backup name, or its compressed copy, exists.
 func (s *rotSink) taken(name string) bool {
-	for _, n := range [...]string{name, name + compressedExts[Gzip], name + compressedExts[Zstd]} {
-		if _, err := s.fsys.Stat(n); err == nil {
+	for _, ext := range compressedExts { // "" (NoCompression): name itself
+		if _, err := s.fsys.Stat(name + ext); err == nil {
 			return true
 		}
 	}
