@@ -482,18 +482,27 @@ func newCursor(fsys vfs.FS, dir, name string, window int, wmu *sync.Mutex, write
 	}
 }
 
+// lockCursor takes the lock file of cursor name of the log in dir, for
+// op. A lock held by someone else is ErrCursorOpen naming the holder.
+func lockCursor(fsys vfs.FS, dir, name, op string) (io.Closer, error) {
+	lockPath := filepath.Join(dir, cursorDir, cursorAux(name, "lock"))
+	lock, err := fsys.Lock(lockPath, fmt.Sprintf("pid %d", os.Getpid()))
+	if errors.Is(err, vfs.ErrLocked) {
+		return nil, fmt.Errorf("%w: %q: lock file %s is held by %s", ErrCursorOpen, name, lockPath, lockHolder(fsys, lockPath))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wal: %s %q: take lock: %w", op, name, err)
+	}
+	return lock, nil
+}
+
 // start takes the cursor's lock and reads its checkpoint, for a log whose
 // records run from first to before end: a missing cursor starts at first,
 // a checkpoint past end is clamped to end. A new or clamped position is
 // checkpointed at once. On error the lock is released.
 func (c *Cursor) start(first, end uint64) (err error) {
-	lockPath := filepath.Join(c.dir, cursorDir, cursorAux(c.name, "lock"))
-	c.lock, err = c.fsys.Lock(lockPath, fmt.Sprintf("pid %d", os.Getpid()))
-	if errors.Is(err, vfs.ErrLocked) {
-		return fmt.Errorf("%w: %q: lock file %s is held by %s", ErrCursorOpen, c.name, lockPath, lockHolder(c.fsys, lockPath))
-	}
-	if err != nil {
-		return fmt.Errorf("wal: cursor %q: take lock: %w", c.name, err)
+	if c.lock, err = lockCursor(c.fsys, c.dir, c.name, "cursor"); err != nil {
+		return err
 	}
 	defer func() {
 		if err != nil {
@@ -1047,13 +1056,9 @@ func (l *Log) DeleteCursor(name string) error {
 	if _, err := fsys.Stat(path); err != nil {
 		return fmt.Errorf("wal: delete cursor %q: %w", name, err)
 	}
-	lockPath := filepath.Join(cdir, cursorAux(name, "lock"))
-	lock, err := fsys.Lock(lockPath, fmt.Sprintf("pid %d", os.Getpid()))
-	if errors.Is(err, vfs.ErrLocked) {
-		return fmt.Errorf("%w: %q: lock file %s is held by %s", ErrCursorOpen, name, lockPath, lockHolder(fsys, lockPath))
-	}
+	lock, err := lockCursor(fsys, l.dir, name, "delete cursor")
 	if err != nil {
-		return fmt.Errorf("wal: delete cursor %q: take lock: %w", name, err)
+		return err
 	}
 	defer lock.Close()
 	// Under the checkpoint lock: the retention floor reads cursor files.

@@ -161,6 +161,6 @@ func (t *segTable) loadIndexFile(s *liveSeg, size int64) bool {
 	}
 	x := &s.idx
 	x.seqs, x.offs, x.crcs = seqs, offs, crcs
-	x.started, x.seq, x.off = true, seqs[len(seqs)-1], offs[len(offs)-1]
+	x.started, x.seq, x.off = true, seqs[k], offs[k]
 	return true
 }

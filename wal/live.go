@@ -160,7 +160,7 @@ func (r *Reader) nextLive() bool {
 			}
 			continue
 		}
-		if !r.hinted && r.fastRecord() {
+		if r.fastRecord() {
 			if r.seq < r.from {
 				continue
 			}
@@ -264,7 +264,7 @@ func (r *Reader) releaseBehind() {
 // anything else.
 func (r *Reader) quick() bool {
 	ls := r.ls
-	if ls == nil || r.done || r.gap != nil || r.hinted || r.expect < r.from || r.off-r.released >= r.window {
+	if ls == nil || r.done || r.gap != nil || r.expect < r.from || r.off-r.released >= r.window {
 		return false
 	}
 	if r.vis != nil && r.expect >= r.vis.Load() {
@@ -282,11 +282,12 @@ var _castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // fastRecord reads the next record straight from the mapping when it is
 // an intact record frame with the expected sequence number: one CRC over
 // the contiguous header fields and payload, as frame.Decode computes it.
-// Anything else (no mapping, a gap, damage) it leaves to the general path
-// in nextLive, which decodes and reports.
+// Anything else (no mapping, a gap, damage, an index hint whose frame
+// nextLive must check) it leaves to the general path in nextLive, which
+// decodes and reports.
 func (r *Reader) fastRecord() bool {
 	m, off := r.ls.m, r.off
-	if m == nil || off+frame.HeaderSize > int64(len(m)) {
+	if r.hinted || m == nil || off+frame.HeaderSize > int64(len(m)) {
 		return false
 	}
 	b := m[off:]
@@ -303,7 +304,6 @@ func (r *Reader) fastRecord() bool {
 	r.seq, r.rec, r.offset = r.expect, b[frame.HeaderSize:], off
 	r.off += n
 	r.expect++
-	r.hinted = false
 	return true
 }
 
