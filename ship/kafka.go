@@ -172,7 +172,6 @@ type Shipper struct {
 	// recordLimit).
 	maxRecord int
 	last      map[int32]uint64 // the last seq of this source per partition, at start
-	lastVal   map[int32][]byte // the value of that record
 
 	shipped, bytes, skipped atomic.Uint64
 	inFlight                atomic.Int64
@@ -209,13 +208,13 @@ type Shipper struct {
 	// onAck, if set (tests), is called with each record Kafka acknowledged.
 	onAck func(seq uint64)
 
-	// run is the Run in progress, if any, and whether Close was called.
+	// run is the Run in progress, if any (done not nil), and whether
+	// Close was called.
 	run struct {
 		sync.Mutex
-		closed  bool
-		running bool
-		stop    context.CancelFunc // stops the Run in progress
-		done    chan struct{}      // closed when it returned
+		closed bool
+		stop   context.CancelFunc // stops the Run in progress
+		done   chan struct{}      // closed when it returned
 	}
 }
 
@@ -431,9 +430,9 @@ func (s *Shipper) Close() error {
 		return nil
 	}
 	s.run.closed = true
-	running, stop, done := s.run.running, s.run.stop, s.run.done
+	stop, done := s.run.stop, s.run.done
 	s.run.Unlock()
-	if running {
+	if done != nil {
 		stop()
 		<-done
 	}
@@ -501,7 +500,7 @@ func (s *Shipper) Run(ctx context.Context) error {
 	case s.run.closed:
 		s.run.Unlock()
 		return ErrClosed
-	case s.run.running:
+	case s.run.done != nil:
 		s.run.Unlock()
 		return fmt.Errorf("ship: Run: another Run of this Shipper (cursor %q) is in progress", s.o.Cursor)
 	}
@@ -511,12 +510,12 @@ func (s *Shipper) Run(ctx context.Context) error {
 		s.run.Unlock()
 		return err
 	}
-	s.run.running, s.run.stop, s.run.done = true, stop, make(chan struct{})
-	done := s.run.done
+	done := make(chan struct{})
+	s.run.stop, s.run.done = stop, done
 	s.run.Unlock()
 	defer func() {
 		s.run.Lock()
-		s.run.running = false
+		s.run.stop, s.run.done = nil, nil
 		close(done)
 		s.run.Unlock()
 	}()
@@ -609,7 +608,8 @@ func (s *Shipper) prepare(ctx context.Context) error {
 			parts = append(parts, p)
 		}
 	}
-	if s.last, err = s.lastSeqs(ctx, adm, parts); err != nil {
+	var lastVal map[int32][]byte
+	if s.last, lastVal, err = s.lastSeqs(ctx, adm, parts); err != nil {
 		return err
 	}
 	// Kafka holding a record of this source that the log does not would
@@ -627,7 +627,7 @@ func (s *Shipper) prepare(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("ship: read record %d of %s to compare it with the last record of %s/%d: %w", seq, s.in.name(), s.o.Topic, p, err)
 		}
-		if ok && !bytes.Equal(rec, s.lastVal[p]) {
+		if ok && !bytes.Equal(rec, lastVal[p]) {
 			return fmt.Errorf("ship: the last record of %s/%d is record %d of source %q, and record %d of %s is not the same: it is another log with the same Source (a log made anew in the same directory: give it a Source of its own); nothing was sent",
 				s.o.Topic, p, seq, s.o.Source, seq, s.in.name())
 		}
@@ -678,31 +678,30 @@ func (s *Shipper) connectError(err error) error {
 }
 
 // lastSeqs returns, per partition of parts whose last record this source
-// wrote, that record's sequence number.
-func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32) (map[int32]uint64, error) {
+// wrote, that record's sequence number and its value.
+func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32) (last map[int32]uint64, val map[int32][]byte, err error) {
 	ends, err := adm.ListEndOffsets(ctx, s.o.Topic)
 	if err != nil {
-		return nil, s.connectError(err)
+		return nil, nil, s.connectError(err)
 	}
 	starts, err := adm.ListStartOffsets(ctx, s.o.Topic)
 	if err != nil {
-		return nil, s.connectError(err)
+		return nil, nil, s.connectError(err)
 	}
 	at := make(map[int32]kgo.Offset)
 	for _, p := range parts {
 		e, ok1 := ends.Lookup(s.o.Topic, p)
 		b, ok2 := starts.Lookup(s.o.Topic, p)
 		if !ok1 || !ok2 || e.Err != nil || b.Err != nil {
-			return nil, fmt.Errorf("ship: offsets of %s/%d: %v %v", s.o.Topic, p, e.Err, b.Err)
+			return nil, nil, fmt.Errorf("ship: offsets of %s/%d: %v %v", s.o.Topic, p, e.Err, b.Err)
 		}
 		if e.Offset > b.Offset {
 			at[p] = kgo.NewOffset().At(e.Offset - 1)
 		}
 	}
-	last := make(map[int32]uint64)
-	s.lastVal = make(map[int32][]byte)
+	last, val = make(map[int32]uint64), make(map[int32][]byte)
 	if len(at) == 0 {
-		return last, nil
+		return last, val, nil
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(s.o.Brokers...),
@@ -711,26 +710,26 @@ func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32)
 	}
 	rd, err := kgo.NewClient(append(opts, s.o.ClientOptions...)...)
 	if err != nil {
-		return nil, fmt.Errorf("ship: kafka client: %w", err)
+		return nil, nil, fmt.Errorf("ship: kafka client: %w", err)
 	}
 	defer rd.Close()
 	for seen := make(map[int32]bool); len(seen) < len(at); {
 		fs := rd.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("ship: read back the last record of %d partitions of %q: %w", len(at)-len(seen), s.o.Topic, err)
+			return nil, nil, fmt.Errorf("ship: read back the last record of %d partitions of %q: %w", len(at)-len(seen), s.o.Topic, err)
 		}
 		for _, fe := range fs.Errors() {
-			return nil, fmt.Errorf("ship: read back %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+			return nil, nil, fmt.Errorf("ship: read back %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			seen[r.Partition] = true
 			if seq, ok := s.ours(r); ok && seq > last[r.Partition] {
 				last[r.Partition] = seq
-				s.lastVal[r.Partition] = r.Value
+				val[r.Partition] = r.Value
 			}
 		})
 	}
-	return last, nil
+	return last, val, nil
 }
 
 // ours returns the sequence number of r if this source wrote it.
