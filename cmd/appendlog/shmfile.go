@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/appendlog/appendlog/frame"
 	"github.com/appendlog/appendlog/shmlog"
@@ -162,30 +161,4 @@ func runShmDump(ctx context.Context, stdout io.Writer, path string, f *dumpFlags
 		fmt.Fprintf(p.out, "%d\n", n)
 	}
 	return p.out.Flush()
-}
-
-// _goneCheck is how often tail -f of a shared-memory log looks whether
-// the file it follows is still there while it waits.
-const _goneCheck = time.Second
-
-// waitFollowing calls wait (a Reader's Wait) until it returns, checking
-// every _goneCheck that path is still the file fi describes: a shmlog
-// Reader goes on waiting on a log that was removed or replaced, where
-// tail -f would then print nothing forever (a wal Reader stops by itself). A reader's error is also
-// reported as the removal when path is gone.
-func waitFollowing(ctx context.Context, wait func(context.Context) error, path string, fi os.FileInfo) error {
-	for {
-		wctx, cancel := context.WithTimeout(ctx, _goneCheck)
-		err := wait(wctx)
-		cancel()
-		if err == nil || ctx.Err() != nil {
-			return err
-		}
-		if now, serr := os.Stat(path); serr != nil || !os.SameFile(now, fi) {
-			return errors.New("the log was removed or replaced while tail -f followed it")
-		}
-		if !errors.Is(err, context.DeadlineExceeded) {
-			return err
-		}
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -79,6 +80,10 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, f *tai
 	if err := checkLogDir(dir); err != nil {
 		return err
 	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
 	r, err := wal.OpenReader(dir, f.from, readOptions())
 	if err != nil {
 		return describeVerifyError(dir, err)
@@ -107,13 +112,37 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, f *tai
 		} else if err != nil {
 			return fmt.Errorf("%s: stopped before seq %d: %w", dir, r.NextSeq(), err)
 		}
-		// The Reader stops by itself, naming the directory, when it is
-		// removed or replaced while it waits.
-		if err := r.Wait(ctx); err != nil {
+		if err := waitFollowing(ctx, r.Wait, dir, fi); err != nil {
 			if ctx.Err() != nil {
 				return nil // interrupted: a normal end
 			}
 			return fmt.Errorf("%s: %w", dir, err)
+		}
+	}
+}
+
+// _goneCheck is how often tail -f looks whether the log it follows is
+// still there while it waits.
+const _goneCheck = time.Second
+
+// waitFollowing calls wait (a Reader's Wait) until it returns, checking
+// every _goneCheck that path is still the directory or file fi describes:
+// the readers go on waiting on a log that was removed or replaced, where
+// tail -f would then print nothing forever. A reader's error is also
+// reported as the removal when path is gone.
+func waitFollowing(ctx context.Context, wait func(context.Context) error, path string, fi os.FileInfo) error {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, _goneCheck)
+		err := wait(wctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if now, serr := os.Stat(path); serr != nil || !os.SameFile(now, fi) {
+			return errors.New("the log was removed or replaced while tail -f followed it")
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return err
 		}
 	}
 }
