@@ -3,6 +3,7 @@ package vfs_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -45,6 +46,8 @@ func TestConformance(t *testing.T) {
 		{"Dirs", testDirs},
 		{"RenameRemove", testRenameRemove},
 		{"Lock", testLock},
+		{"OpenRegular", testOpenRegular},
+		{"ReadDir", testReadDir},
 	}
 	for _, impl := range impls {
 		t.Run(impl.name, func(t *testing.T) {
@@ -397,4 +400,90 @@ func testLock(t *testing.T, fsys vfs.FS, dir string) {
 	}
 	defer f.Close()
 	wantContents(t, f, []byte("pid 5678"))
+}
+
+func testOpenRegular(t *testing.T, fsys vfs.FS, dir string) {
+	name := filepath.Join(dir, "f")
+	f, err := fsys.OpenRegular(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("abc"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsys.OpenRegular(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("O_EXCL of an existing file: %v, want fs.ErrExist", err)
+	}
+	g, err := fsys.OpenRegular(name, os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantContents(t, g, []byte("abc"))
+	g.Close()
+	h, err := fsys.OpenRegular(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantContents(t, h, nil)
+	h.Close()
+	if _, err := fsys.OpenRegular(filepath.Join(dir, "missing"), os.O_RDONLY, 0); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing file: %v, want fs.ErrNotExist", err)
+	}
+
+	sub := filepath.Join(dir, "sub")
+	if err := fsys.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, flag := range []int{os.O_RDONLY, os.O_RDWR, os.O_RDWR | os.O_CREATE, os.O_RDWR | os.O_CREATE | os.O_EXCL} {
+		_, err := fsys.OpenRegular(sub, flag, 0o644)
+		wantNotRegular(t, err, sub, "a directory")
+	}
+	_, err = fsys.Lock(sub, "pid 1")
+	wantNotRegular(t, err, sub, "a directory")
+}
+
+// wantNotRegular checks that err is a *vfs.NotRegularError for path whose
+// message says it is what.
+func wantNotRegular(t *testing.T, err error, path, what string) {
+	t.Helper()
+	var nr *vfs.NotRegularError
+	if !errors.As(err, &nr) || !errors.Is(err, vfs.ErrNotRegular) {
+		t.Fatalf("%s: err %v, want a *vfs.NotRegularError", path, err)
+	}
+	if want := path + " is " + what + ", not a regular file"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not say %q", err, want)
+	}
+}
+
+func testReadDir(t *testing.T, fsys vfs.FS, dir string) {
+	base := filepath.Join(dir, "rd")
+	if err := fsys.MkdirAll(filepath.Join(base, "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	create(t, fsys, filepath.Join(base, "c"))
+	create(t, fsys, filepath.Join(base, "a"))
+	entries, err := fsys.ReadDir(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, fmt.Sprintf("%s:%v", e.Name(), e.Type()))
+	}
+	if want := []string{"a:" + fs.FileMode(0).String(), "b:" + fs.ModeDir.String(), "c:" + fs.FileMode(0).String()}; !slices.Equal(got, want) {
+		t.Fatalf("ReadDir = %v, want %v", got, want)
+	}
+	names, err := fsys.List(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(names, []string{"a", "b", "c"}) {
+		t.Fatalf("List = %v, disagrees with ReadDir", names)
+	}
+	if _, err := fsys.ReadDir(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("ReadDir of a missing dir: %v, want fs.ErrNotExist", err)
+	}
 }

@@ -12,7 +12,11 @@
 // durable only after SyncDir on the parent directory. Errors are
 // *fs.PathError where a path is involved; missing files and directories
 // wrap fs.ErrNotExist, existing ones (O_EXCL) fs.ErrExist, and operations
-// on a closed File wrap fs.ErrClosed.
+// on a closed File wrap fs.ErrClosed. FS.OpenRegular and FS.Lock open
+// only regular files, never through a symbolic link and never blocking on
+// a named pipe; anything else is a *NotRegularError naming the path and
+// what is there. MemFS has only files and directories (no symbolic links,
+// pipes, sockets or devices), so a directory is all it can refuse.
 //
 // # The crash model of MemFS
 //

@@ -16,7 +16,7 @@ type Op int
 
 // The operations an Injector is consulted about.
 const (
-	// OpOpen is FS.OpenFile.
+	// OpOpen is FS.OpenFile and FS.OpenRegular.
 	OpOpen Op = iota + 1
 	// OpWrite is File.WriteAt and File.WritevAt; n is the byte count.
 	OpWrite
@@ -39,7 +39,7 @@ const (
 	OpClose
 	// OpMkdirAll is FS.MkdirAll.
 	OpMkdirAll
-	// OpList is FS.List.
+	// OpList is FS.List and FS.ReadDir.
 	OpList
 	// OpStat is FS.Stat and File.Size.
 	OpStat
@@ -176,6 +176,17 @@ func (f *faultFS) OpenFile(name string, flag int, perm os.FileMode) (File, error
 	return &faultFile{f: file, inj: f.inj}, nil
 }
 
+func (f *faultFS) OpenRegular(name string, flag int, perm os.FileMode) (File, error) {
+	if err := f.check(OpOpen, name); err != nil {
+		return nil, err
+	}
+	file, err := f.fs.OpenRegular(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &faultFile{f: file, inj: f.inj}, nil
+}
+
 func (f *faultFS) Remove(name string) error {
 	if err := f.check(OpRemove, name); err != nil {
 		return err
@@ -202,6 +213,13 @@ func (f *faultFS) List(dir string) ([]string, error) {
 		return nil, err
 	}
 	return f.fs.List(dir)
+}
+
+func (f *faultFS) ReadDir(dir string) ([]fs.DirEntry, error) {
+	if err := f.check(OpList, dir); err != nil {
+		return nil, err
+	}
+	return f.fs.ReadDir(dir)
 }
 
 func (f *faultFS) Stat(name string) (fs.FileInfo, error) {

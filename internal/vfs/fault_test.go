@@ -150,6 +150,18 @@ func TestFaultFailAfterOps(t *testing.T) {
 		if !errors.Is(err, syscall.EIO) || !errors.As(err, &pe) || pe.Op != op.String() {
 			t.Errorf("%v: %v", op, err)
 		}
+		// The other call of the same kind.
+		switch op {
+		case vfs.OpOpen:
+			_, err = fsys.OpenRegular("/x", os.O_RDWR|os.O_CREATE, 0o644)
+		case vfs.OpList:
+			_, err = fsys.ReadDir("/")
+		default:
+			continue
+		}
+		if !errors.Is(err, syscall.EIO) || !errors.As(err, &pe) || pe.Op != op.String() {
+			t.Errorf("%v (OpenRegular or ReadDir): %v", op, err)
+		}
 	}
 	if names, _ := m.List("/"); len(names) != 0 {
 		t.Fatalf("failed operations had effects: %v", names)

@@ -145,6 +145,26 @@ func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) 
 		return nil, err
 	}
 	defer m.mu.Unlock()
+	return m.openFileLocked(name, flag, perm)
+}
+
+// OpenRegular opens name as OpenFile does, refusing a directory with a
+// *NotRegularError. MemFS has no symbolic links, named pipes, sockets or
+// devices, so a directory is the only entry it refuses.
+func (m *MemFS) OpenRegular(name string, flag int, perm os.FileMode) (File, error) {
+	if err := m.lock("open", name); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	if n, err := m.walk(splitPath(name)); err == nil && n.isDir {
+		return nil, &NotRegularError{Path: name, Mode: fs.ModeDir}
+	}
+	return m.openFileLocked(name, flag, perm)
+}
+
+// openFileLocked is OpenFile.
+// REQUIRES: m.mu is held.
+func (m *MemFS) openFileLocked(name string, flag int, perm os.FileMode) (File, error) {
 	n, err := m.openLocked(name, flag, perm)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
@@ -305,6 +325,28 @@ func (m *MemFS) List(dir string) ([]string, error) {
 	return slices.Sorted(maps.Keys(n.children)), nil
 }
 
+// ReadDir returns dir's current entries sorted by name: files and
+// directories, the only kinds of entry MemFS has.
+func (m *MemFS) ReadDir(dir string) ([]fs.DirEntry, error) {
+	if err := m.lock("readdir", dir); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	n, err := m.walk(splitPath(dir))
+	if err == nil && !n.isDir {
+		err = errNotDir
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "readdir", Path: dir, Err: err}
+	}
+	names := slices.Sorted(maps.Keys(n.children))
+	entries := make([]fs.DirEntry, len(names))
+	for i, name := range names {
+		entries[i] = fs.FileInfoToDirEntry(n.children[name].info(name))
+	}
+	return entries, nil
+}
+
 // Stat describes name. ModTime is always the zero time.
 func (m *MemFS) Stat(name string) (fs.FileInfo, error) {
 	if err := m.lock("stat", name); err != nil {
@@ -315,14 +357,19 @@ func (m *MemFS) Stat(name string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: err}
 	}
-	base := filepath.Base(filepath.Clean(string(filepath.Separator) + filepath.FromSlash(name)))
+	return n.info(filepath.Base(filepath.Clean(string(filepath.Separator) + filepath.FromSlash(name)))), nil
+}
+
+// info describes n under the base name base.
+// REQUIRES: the owning MemFS's mu is held.
+func (n *memNode) info(base string) memInfo {
 	info := memInfo{name: base, mode: n.perm}
 	if n.isDir {
 		info.mode |= fs.ModeDir
 	} else {
 		info.size = int64(len(n.data))
 	}
-	return info, nil
+	return info
 }
 
 // SyncDir makes dir's current entries durable.
@@ -349,6 +396,9 @@ func (m *MemFS) Lock(name string, holder string) (io.Closer, error) {
 		return nil, err
 	}
 	defer m.mu.Unlock()
+	if n, err := m.walk(splitPath(name)); err == nil && n.isDir {
+		return nil, &NotRegularError{Path: name, Mode: fs.ModeDir}
+	}
 	n, err := m.openLocked(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, &fs.PathError{Op: "lock", Path: name, Err: err}

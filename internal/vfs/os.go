@@ -41,6 +41,42 @@ func (o osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	return &osFile{f: f, parked: o.parked}, nil
 }
 
+// OpenRegular opens with sys.OpenNoFollow (O_NOFOLLOW|O_NONBLOCK) and
+// checks the type of the file opened. When the open itself fails (a
+// symbolic link, or a named pipe or socket that cannot be opened without
+// blocking), it looks at name with os.Lstat to say what is there.
+func (o osFS) OpenRegular(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := openRegular(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &osFile{f: f, parked: o.parked}, nil
+}
+
+// openRegular opens the regular file name without following a symbolic
+// link or blocking, or returns a *NotRegularError.
+func openRegular(name string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := sys.OpenNoFollow(name, flag, perm)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			if fi, lerr := os.Lstat(name); lerr == nil && !fi.Mode().IsRegular() {
+				return nil, &NotRegularError{Path: name, Mode: fi.Mode().Type()}
+			}
+		}
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, &NotRegularError{Path: name, Mode: fi.Mode().Type()}
+	}
+	return f, nil
+}
+
 func (osFS) Remove(name string) error { return os.Remove(name) }
 
 func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
@@ -59,6 +95,8 @@ func (osFS) List(dir string) ([]string, error) {
 	return names, nil
 }
 
+func (osFS) ReadDir(dir string) ([]fs.DirEntry, error) { return os.ReadDir(dir) }
+
 func (osFS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
 
 func (o osFS) SyncDir(dir string) error {
@@ -69,7 +107,7 @@ func (o osFS) SyncDir(dir string) error {
 }
 
 func (osFS) Lock(name string, holder string) (io.Closer, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := openRegular(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}

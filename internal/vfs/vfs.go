@@ -42,6 +42,15 @@ type FS interface {
 	// os.O_WRONLY, os.O_RDWR, optionally combined with os.O_CREATE,
 	// os.O_EXCL and os.O_TRUNC. perm is used when creating.
 	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	// OpenRegular opens name as OpenFile does, but only a regular file: it
+	// does not follow a symbolic link at name, does not block on a named
+	// pipe, and refuses anything but a regular file (a symbolic link, a
+	// directory, a named pipe, a socket, a device) with a
+	// *NotRegularError, which wraps ErrNotRegular. With os.O_CREATE it
+	// creates a missing file but never through a symbolic link. Use it for
+	// files a program owns inside its own directory, which a link must not
+	// redirect elsewhere.
+	OpenRegular(name string, flag int, perm os.FileMode) (File, error)
 	// Remove removes a file or an empty directory.
 	Remove(name string) error
 	// Rename renames oldname to newname, replacing newname if it exists.
@@ -51,12 +60,18 @@ type FS interface {
 	// List returns the sorted base names of the entries in dir. A missing
 	// dir gives an error wrapping fs.ErrNotExist.
 	List(dir string) ([]string, error)
+	// ReadDir returns the entries of dir sorted by name, each with the type
+	// of the entry itself (Type, as fs.DirEntry; a symbolic link is
+	// fs.ModeSymlink, not followed). A missing dir gives an error wrapping
+	// fs.ErrNotExist.
+	ReadDir(dir string) ([]fs.DirEntry, error)
 	// Stat describes the file or directory name.
 	Stat(name string) (fs.FileInfo, error)
 	// SyncDir makes the creates, renames and removes of entries in dir
 	// durable.
 	SyncDir(dir string) error
-	// Lock creates name if missing, takes an exclusive non-blocking lock on
+	// Lock creates name if missing (never through a symbolic link, and
+	// only a regular file: otherwise a *NotRegularError), takes an exclusive non-blocking lock on
 	// it and writes holder (for example "pid 1234") into it. If the lock is
 	// held, the error wraps ErrLocked and its message includes name and the
 	// holder text read from the file. Closing the returned io.Closer
