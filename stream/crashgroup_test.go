@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -214,4 +216,99 @@ func TestCrashIdleClose(t *testing.T) {
 			checkPositions(t, s, int(got))
 		},
 	})
+}
+
+// TestCrashGroupCreateRetention: a power cut at any step of creating a
+// group, in a stream kept UntilAcked, leaves no trace of the group (no
+// group file, no position holding records from retention) or a group
+// that is there: its file, with the options and start it was created
+// with, and a position once it is opened. A position without a group
+// file would hold every record from it for ever, seen by no one.
+func TestCrashGroupCreateRetention(t *testing.T) {
+	const n = 1500
+	const startAt = 700
+	runCrash(t, crashScenario{
+		name: "group create, until acked",
+		setup: func(t *testing.T, st *Store) {
+			s, err := st.Create("a", _untilAckedCfg)
+			noErr(t, err)
+			publishBig(t, st, "a", n)
+			consumeTo(t, s, "keep", 1001)
+			checkpointGroup(t, s, "keep")
+			if first := s.Stats().FirstSeq; first <= 1 || first > startAt {
+				t.Fatalf("stream starts at %d after group keep moved to 1001, want in (1, %d]", first, startAt)
+			}
+		},
+		op: func(st *Store) {
+			s, _ := st.Stream("a")
+			_, _ = s.Group("g", &GroupOptions{AckWait: time.Minute, StartAt: startAt})
+		},
+		check: func(t *testing.T, st *Store, cut bool) {
+			s, err := st.Stream("a")
+			noErr(t, err)
+			gdir := filepath.Join(s.dir, _groupsDir)
+			entries, err := st.fsys.List(gdir)
+			noErr(t, err)
+			listed := false
+			for _, e := range entries {
+				switch e {
+				case "keep.json":
+				case "g.json":
+					listed = true
+				default:
+					t.Fatalf("%s holds %s after the cut", gdir, e)
+				}
+			}
+			names, err := s.Groups()
+			noErr(t, err)
+			if want := map[bool][]string{false: {"keep"}, true: {"g", "keep"}}[listed]; !slices.Equal(names, want) {
+				t.Fatalf("Groups() = %q after the cut, want %q", names, want)
+			}
+			if !cut && !listed {
+				t.Fatal("the group's file is missing after Group returned")
+			}
+			pos := checkPositions(t, s, n)
+			if _, ok := pos["g"]; ok && !listed {
+				t.Fatalf("group g has a position (%d) and no group file: it holds the stream's records from retention, unseen", pos["g"])
+			}
+			if listed {
+				g, err := s.Group("g", nil)
+				noErr(t, err)
+				if g.opts.AckWait != time.Minute {
+					t.Fatalf("group g reopened with AckWait %v, want %v", g.opts.AckWait, time.Minute)
+				}
+				want := max(uint64(startAt), s.Stats().FirstSeq)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				m, err := g.Next(ctx, nil)
+				cancel()
+				noErr(t, err)
+				if m.Seq != want {
+					t.Fatalf("group g starts at %d after the cut, want %d", m.Seq, want)
+				}
+				noErr(t, g.Close())
+				noErr(t, s.DeleteGroup("g"))
+			}
+			// With g gone, the records group keep acked go at its next
+			// checkpoint.
+			consumeTo(t, s, "keep", 1401)
+			checkpointGroup(t, s, "keep")
+			pos = checkPositions(t, s, n)
+			if len(pos) != 1 {
+				t.Fatalf("positions %v, want only group keep's", pos)
+			}
+			if first := s.Stats().FirstSeq; first <= 1001 {
+				t.Fatalf("the stream starts at %d with group keep at 1401 and no other group: something holds its records", first)
+			}
+		},
+	})
+}
+
+// checkpointGroup opens group name, checkpoints it (deleting what every
+// group acked, in a stream kept UntilAcked) and closes it.
+func checkpointGroup(t *testing.T, s *Stream, name string) {
+	t.Helper()
+	g, err := s.Group(name, nil)
+	noErr(t, err)
+	noErr(t, g.Checkpoint())
+	noErr(t, g.Close())
 }

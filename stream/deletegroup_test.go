@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,5 +119,39 @@ func TestDeleteLastGroupKeepsRecords(t *testing.T) {
 	noErr(t, s.DeleteGroup("g"))
 	if first := s.Stats().FirstSeq; first != 1 {
 		t.Fatalf("DeleteGroup of the stream's only group deleted records 1 to %d, which no group consumed", first-1)
+	}
+}
+
+// TestGroupNameHeldElsewhere: creating a group under the name of a
+// position another process holds fails, naming the stream, the group and
+// the holder, and leaves no group; once released, the name makes a group.
+func TestGroupNameHeldElsewhere(t *testing.T) {
+	dir := t.TempDir()
+	st := mustOpen(t, dir, nil)
+	defer st.Close()
+	s, err := st.Create("orders", nil)
+	noErr(t, err)
+	_, err = s.Publish([]byte("x"))
+	noErr(t, err)
+	infos, err := Describe(dir)
+	noErr(t, err)
+	oc, err := wal.OpenCursor(infos[0].LogDir, "shipper", nil, nil)
+	noErr(t, err)
+	_, err = s.Group("shipper", nil)
+	if !errors.Is(err, wal.ErrCursorOpen) || !strings.Contains(err.Error(), `stream "orders": group "shipper"`) {
+		t.Fatalf("Group under a name another process holds: %v", err)
+	}
+	if names, err := s.Groups(); err != nil || len(names) != 0 {
+		t.Fatalf("Groups() = %q, %v after a refused Group, want none", names, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "streams", "orders", "groups", "shipper.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("groups/shipper.json after a refused Group: %v", err)
+	}
+	noErr(t, oc.Close())
+	g, err := s.Group("shipper", nil)
+	noErr(t, err)
+	noErr(t, g.Close())
+	if names, err := s.Groups(); err != nil || !slices.Equal(names, []string{"shipper"}) {
+		t.Fatalf("Groups() = %q, %v, want [shipper]", names, err)
 	}
 }

@@ -31,7 +31,9 @@
 //
 // The store's metadata are small JSON files, each replaced atomically;
 // creating and deleting a stream are single renames, so a crash leaves a
-// stream whole or absent. A stream's log is opened on first use and closed
+// stream whole or absent. A group's file is written before its position
+// (and deleted after it), so a crash leaves a group absent or listed by
+// Stream.Groups, never a position holding records for no group. A stream's log is opened on first use and closed
 // after Options.IdleTimeout without use, so a store's memory is bounded by
 // the streams in use, not the streams it holds.
 //

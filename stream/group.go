@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,7 +67,8 @@ type GroupOptions struct {
 	// DefaultMaxAckPending.
 	MaxAckPending int
 	// StartAt is the first record a new group delivers; 0 means the
-	// stream's first record. It is ignored when the group exists.
+	// stream's first record. It is recorded in the group's file, and
+	// ignored when the group exists.
 	StartAt uint64
 	// OnDead, if set, is called (from the group's timer goroutine, or from
 	// Nack) with each record that became dead. It must not block. It may
@@ -83,6 +85,9 @@ type groupFile struct {
 	MaxDeliver      int    `json:"max_deliver,omitempty"`
 	CheckpointEvery string `json:"checkpoint_every"`
 	MaxAckPending   int    `json:"max_ack_pending"`
+	// StartAt is the StartAt the group was created with (0: the stream's
+	// first record): where it starts if it has no position yet.
+	StartAt uint64 `json:"start_at,omitempty"`
 }
 
 // Msg is a record delivered by Group.Next.
@@ -177,6 +182,14 @@ type Group struct {
 // group returns the same *Group; its options are those it was first
 // opened with. Options given for an existing group replace the stored
 // ones.
+//
+// A new group's file is written, durably, before its position (the wal
+// cursor of its name): a power cut while a group is created leaves no
+// trace of it, or a group that Groups lists and that opens normally,
+// starting at its StartAt (or the first record the stream still holds),
+// never a position without a group, which would hold the records of a
+// stream kept UntilAcked for ever. Until it is first opened such a group
+// holds no record from retention.
 func (s *Stream) Group(name string, opts *GroupOptions) (*Group, error) {
 	if err := checkName("group", name); err != nil {
 		return nil, err
@@ -226,9 +239,12 @@ func (s *Stream) Group(name string, opts *GroupOptions) (*Group, error) {
 // consumer) stops holding the stream's records. An open group (Close it
 // first), or a position another process holds (a shipper through
 // wal.OpenCursor), is ErrGroupOpen; a group that does not exist is
-// ErrNoGroup. A crash in the middle leaves the group without its position:
-// deleting it again finishes; opening it instead starts it at the
-// stream's first record, as a new group.
+// ErrNoGroup. A crash in the middle leaves the group without its position
+// (as a crash while creating it may): deleting it again finishes; opening
+// it instead starts it as a new group, at the StartAt it was created with
+// or the first record the stream holds. A position without a group file
+// (a cursor another process made, or what a crash of an older build left
+// while creating a group) is deleted too.
 func (s *Stream) DeleteGroup(name string) error {
 	if err := checkName("group", name); err != nil {
 		return err
@@ -280,6 +296,37 @@ func (s *Stream) DeleteGroup(name string) error {
 		}
 	}
 	return nil
+}
+
+// Groups returns the names of the stream's groups, open or not, sorted:
+// those with a group file. A position in the stream's log without one (a
+// cursor another process holds, a shipper's through wal.OpenCursor, or
+// what a power cut left of a group being created by an older build) is no
+// group: wal.Log.Cursors lists those, and DeleteGroup removes them.
+func (s *Stream) Groups() ([]string, error) {
+	s.mu.Lock()
+	err := s.mu.err
+	s.mu.Unlock()
+	if err != nil {
+		return nil, s.wrapErr(err)
+	}
+	dir := filepath.Join(s.dir, _groupsDir)
+	names, err := s.st.fsys.List(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stream %q: list groups: %w", s.name, err)
+	}
+	var out []string
+	for _, n := range names {
+		name, ok := strings.CutSuffix(n, ".json")
+		if ok && checkName("group", name) == nil {
+			out = append(out, name) // not a temporary file, NAME.json.tmp
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // cursorFloor returns the lowest checkpointed position of l's cursors (the
@@ -361,37 +408,37 @@ func (s *Stream) openGroup(l *wal.Log, name string, given *GroupOptions) (*Group
 			return nil, fmt.Errorf("%w: StartAt %d is past the stream's end (next is %d)", wal.ErrNotAppended, o.StartAt, next)
 		}
 	}
-	// The group file is written last: it is what makes a new group exist.
-	// A cursor without one is what a crash left of a group being created,
-	// and is moved to where the group starts.
+	// The group file is written first, durably: it is what makes the group
+	// exist, and a position is made only for a group that has one (as
+	// DeleteGroup removes the position first, then the file). A power cut
+	// in between leaves a group file without a position, which opening
+	// the group completes, never a position no group owns, which would
+	// hold the stream's records from retention (UntilAcked) for ever.
+	start := o.StartAt // where the group starts: recorded in its file
+	if exists {
+		start = stored.StartAt
+	}
+	if !exists || given != nil {
+		if err := s.writeGroupFile(path, o.file(name, start)); err != nil {
+			return nil, err
+		}
+	}
 	// Acks reach the cursor only for the records delivered and unacked, at
 	// most MaxAckPending above the committed position: its window needs
 	// no more (8 bytes a record).
 	c, err := l.CursorWith(name, &wal.CursorOptions{AckWindow: o.MaxAckPending})
 	if err != nil {
+		if !exists && errors.Is(err, wal.ErrCursorOpen) {
+			// Another holder's position of that name: this group was never
+			// made. Any other failure leaves the group file, a group that
+			// opening again completes.
+			s.removeGroupFile(path)
+		}
 		return nil, err
 	}
-	if !exists {
-		start := o.StartAt
-		if start == 0 {
-			start = l.FirstSeq()
-		}
-		if c.Committed() != start {
-			if err := c.Seek(start); err != nil {
-				c.Close()
-				return nil, err
-			}
-		}
-	}
-	if !exists || given != nil {
-		err := fsys.MkdirAll(filepath.Dir(path), 0o755)
-		if err == nil {
-			err = writeJSON(fsys, path, o.file(name))
-		}
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
+	if err := s.placeCursor(l, c, exists, start); err != nil {
+		c.Close()
+		return nil, err
 	}
 	// The slots of the window: a power of two at least MaxAckPending, so
 	// that the records delivered and unacked never share one.
@@ -416,10 +463,68 @@ func (s *Stream) openGroup(l *wal.Log, name string, given *GroupOptions) (*Group
 	return g, nil
 }
 
-func (o *GroupOptions) file(name string) groupFile {
+// placeCursor moves the cursor c of a group that starts at start (0: the
+// stream's first record) to where the group starts, if it is not past it
+// already. For a new group (exists false) the cursor is new, or one that a
+// crash of an older build left without its group file: it is moved to
+// start. For an existing group, a cursor below start is one made after a
+// power cut between the group file and its position, or after a
+// DeleteGroup cut in the middle: the group starts there as it would have
+// when created, within the records the stream holds. A group's position
+// is otherwise never below its start.
+func (s *Stream) placeCursor(l *wal.Log, c *wal.Cursor, exists bool, start uint64) error {
+	first, next := l.FirstSeq(), l.NextSeq()
+	if !exists {
+		if start == 0 {
+			start = first
+		}
+		if c.Committed() != start {
+			return c.Seek(start)
+		}
+		return nil
+	}
+	if start == 0 {
+		return nil
+	}
+	at := min(max(start, first), next)
+	if c.Committed() < at {
+		return c.Seek(at)
+	}
+	return nil
+}
+
+// writeGroupFile writes the group file path, durably, creating the
+// stream's groups directory if it is missing.
+func (s *Stream) writeGroupFile(path string, f groupFile) error {
+	fsys := s.st.fsys
+	dir := filepath.Dir(path)
+	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+		if err := fsys.SyncDir(s.dir); err != nil {
+			return fmt.Errorf("create %s: sync %s: %w", dir, s.dir, err)
+		}
+	} else if err != nil {
+		return err
+	}
+	return writeJSON(fsys, path, f)
+}
+
+// removeGroupFile removes the group file path of a group whose creation
+// failed, as best it can: what it leaves is a group without a position,
+// which opening again completes.
+func (s *Stream) removeGroupFile(path string) {
+	if err := s.st.fsys.Remove(path); err == nil {
+		_ = s.st.fsys.SyncDir(filepath.Dir(path))
+	}
+}
+
+func (o *GroupOptions) file(name string, start uint64) groupFile {
 	return groupFile{
 		Version:         1,
 		Name:            name,
+		StartAt:         start,
 		AckWait:         o.AckWait.String(),
 		MaxDeliver:      o.MaxDeliver,
 		CheckpointEvery: o.CheckpointEvery.String(),

@@ -19,7 +19,7 @@ import (
 //	LOCK                      held by the open Store (one per directory)
 //	streams/NAME/stream.json  the stream's Config
 //	streams/NAME/log/         the stream's wal.Log (its cursors are the groups' positions)
-//	streams/NAME/groups/G.json a group's options
+//	streams/NAME/groups/G.json a group's options and start; written before its position
 //
 // Every JSON file is replaced atomically: written to a temporary file in
 // the same directory, fdatasynced, renamed over the old one, and the
