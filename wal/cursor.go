@@ -192,7 +192,7 @@ func decodeCursor(b []byte) (name string, committed uint64, problem string) {
 // fs.ErrNotExist.
 func readCursorFile(fsys vfs.FS, dir, name string) (uint64, error) {
 	path := filepath.Join(dir, cursorDir, name)
-	f, err := openRegular(fsys, path, os.O_RDONLY)
+	f, err := fsys.OpenRegular(path, os.O_RDONLY, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -982,7 +982,7 @@ func (c *Cursor) writeCheckpoint(committed uint64) error {
 	fail := func(what string, err error) error {
 		return fmt.Errorf("wal: checkpoint cursor %q (%s): %s: %w", c.name, c.path, what, err)
 	}
-	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenRegular(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fail("create "+tmp, err)
 	}

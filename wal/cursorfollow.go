@@ -118,7 +118,7 @@ func (c *Cursor) End() uint64 {
 	}
 	last := segs[len(segs)-1]
 	end = max(end, last.firstSeq)
-	f, err := openRegular(c.fsys, filepath.Join(c.dir, last.name), os.O_RDONLY)
+	f, err := c.fsys.OpenRegular(filepath.Join(c.dir, last.name), os.O_RDONLY, 0)
 	if err != nil {
 		return end
 	}
@@ -166,7 +166,7 @@ func (c *Cursor) syncBelow(v uint64) error {
 			continue // only records the last checkpoint covered
 		}
 		path := filepath.Join(c.dir, s.name)
-		f, err := openRegular(c.fsys, path, os.O_RDONLY)
+		f, err := c.fsys.OpenRegular(path, os.O_RDONLY, 0)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

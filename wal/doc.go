@@ -50,7 +50,11 @@
 // cursor (see Cursor), and, after a repair, side files whose names contain
 // .cut. A directory with none of these but other files is not
 // a log: Open, OpenReader, Verify and Repair refuse it (ErrNotLog) and
-// create nothing in it. An empty directory is an empty log.
+// create nothing in it. An empty directory is an empty log. The log's own
+// files are opened without following symbolic links and only as regular
+// files (vfs.FS.OpenRegular): a link, named pipe, directory or device in
+// the place of one is an error naming it, and so is a link that a
+// listing of the directory shows under a name of the log's own.
 //
 //	segment := file header page (4096 B) | frame ... frame | [footer frame]
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -524,15 +525,15 @@ type skipOnceFS struct {
 	lists atomic.Int32
 }
 
-func (f *skipOnceFS) List(dir string) ([]string, error) {
-	names, err := f.FS.List(dir)
+func (f *skipOnceFS) ReadDir(dir string) ([]fs.DirEntry, error) {
+	entries, err := f.FS.ReadDir(dir)
 	if err != nil || f.lists.Add(1) > 1 {
-		return names, err
+		return entries, err
 	}
-	out := names[:0:0]
-	for _, n := range names {
-		if n != f.skip {
-			out = append(out, n)
+	out := entries[:0:0]
+	for _, e := range entries {
+		if e.Name() != f.skip {
+			out = append(out, e)
 		}
 	}
 	return out, nil

@@ -112,7 +112,7 @@ func (t *segTable) writeIndexFile(s *liveSeg) error {
 	}
 	b := encodeIndex(x.seqs, x.offs, x.crcs)
 	path := filepath.Join(t.dir, s.name+idxSuffix)
-	f, err := t.fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := t.fsys.OpenRegular(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func (t *segTable) removeIndexFile(s *liveSeg) {
 // resumes from it). REQUIRES: s.idx.mu held, index not started, a
 // reference to s held.
 func (t *segTable) loadIndexFile(s *liveSeg, size int64) bool {
-	f, err := openRegular(t.fsys, filepath.Join(t.dir, s.name+idxSuffix), os.O_RDONLY)
+	f, err := t.fsys.OpenRegular(filepath.Join(t.dir, s.name+idxSuffix), os.O_RDONLY, 0)
 	if err != nil {
 		return false
 	}

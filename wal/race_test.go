@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -356,12 +357,23 @@ type listHookFS struct {
 
 func (f *listHookFS) List(dir string) ([]string, error) {
 	names, err := f.FS.List(dir)
+	f.listed(dir)
+	return names, err
+}
+
+func (f *listHookFS) ReadDir(dir string) ([]fs.DirEntry, error) {
+	entries, err := f.FS.ReadDir(dir)
+	f.listed(dir)
+	return entries, err
+}
+
+// listed runs the hook if it is armed and dir is f.dir.
+func (f *listHookFS) listed(dir string) {
 	if dir == f.dir {
 		if h := f.hook.Swap(nil); h != nil {
 			(*h)()
 		}
 	}
-	return names, err
 }
 
 // TestDeleteCursorBetweenListAndRead: a cursor deleted after Cursors or

@@ -305,7 +305,7 @@ func (r *Reader) openSegment() error {
 		}
 		return r.corrupt(0, chainError(prev, r.expect, s.firstSeq))
 	}
-	f, err := openRegular(r.fsys, filepath.Join(r.dir, s.name), os.O_RDONLY)
+	f, err := r.fsys.OpenRegular(filepath.Join(r.dir, s.name), os.O_RDONLY, 0)
 	if err != nil {
 		if first, ok := r.deletedBefore(s.firstSeq, err); ok {
 			// Retention deleted it since the listing, in the process

@@ -126,7 +126,7 @@ type segErr struct {
 
 // checkSealed validates a sealed segment's header and footer.
 func checkSealed(fsys vfs.FS, dir string, s segInfo) (frame.Footer, *segErr) {
-	f, err := openRegular(fsys, filepath.Join(dir, s.name), os.O_RDONLY)
+	f, err := fsys.OpenRegular(filepath.Join(dir, s.name), os.O_RDONLY, 0)
 	if err != nil {
 		return frame.Footer{}, &segErr{0, err}
 	}
@@ -178,7 +178,7 @@ func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, r
 	end, next := r.dataEnd, r.expect
 	rec.ScannedBytes += end - headerPage
 
-	f, err := openRegular(fsys, path, os.O_RDWR)
+	f, err := fsys.OpenRegular(path, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("wal: open %s: %w", s.name, err)
 	}

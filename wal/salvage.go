@@ -78,7 +78,7 @@ func salvage(o *Options, dir string, out *RepairReport) error {
 
 // readWhole reads a segment file into memory (Repair works offline).
 func readWhole(o *Options, dir, name string) ([]byte, error) {
-	f, err := openRegular(o.fsys, filepath.Join(dir, name), os.O_RDONLY)
+	f, err := o.fsys.OpenRegular(filepath.Join(dir, name), os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("wal: repair: %w", err)
 	}
@@ -417,7 +417,7 @@ func writeSegment(o *Options, dir, name string, first, next uint64, body []byte,
 		return fmt.Errorf("wal: repair: remove index of %s: %w", name, err)
 	}
 	tmp := filepath.Join(dir, repairTmp)
-	f, err := o.fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := o.fsys.OpenRegular(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("wal: repair: rebuild %s: %w", name, err)
 	}

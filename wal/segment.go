@@ -44,30 +44,55 @@ type segInfo struct {
 	firstSeq uint64 // from the name
 }
 
+// ownName reports whether name is one of the log's own files other than a
+// segment: the LOCK file, a spare segment, a repair side file, the cursors
+// directory or an index file.
+func ownName(name string) bool {
+	return name == lockName || name == spareName || name == repairTmp || name == cursorDir ||
+		strings.Contains(name, cutSuffix) || strings.HasSuffix(name, segSuffix+idxSuffix)
+}
+
 // listSegments returns the segments in dir in log order, and the names of
 // other files found there (the lock file, repair side files and the
 // cursors directory and index files excluded). own reports whether any
 // file of the log's own (a segment, the LOCK file, a spare segment, a
-// repair side file, the cursors directory, an index file) is there.
+// repair side file, the cursors directory, an index file) is there. A
+// symbolic link named like one of the log's own files is an error
+// (linkError): the log never follows one.
 func listSegments(fsys vfs.FS, dir string) (segs []segInfo, foreign []string, own bool, err error) {
-	names, err := fsys.List(dir)
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("wal: list %s: %w", dir, err)
 	}
-	for _, n := range names {
-		if seq, ok := parseSegmentName(n); ok {
+	for _, e := range entries {
+		n := e.Name()
+		seq, isSeg := parseSegmentName(n)
+		if !isSeg && !ownName(n) {
+			foreign = append(foreign, n)
+			continue
+		}
+		if e.Type()&fs.ModeSymlink != 0 {
+			return nil, nil, false, linkError(dir, n)
+		}
+		if isSeg {
 			segs = append(segs, segInfo{name: n, firstSeq: seq})
-			continue
 		}
-		if n == lockName || n == spareName || n == repairTmp || n == cursorDir || strings.Contains(n, cutSuffix) ||
-			strings.HasSuffix(n, segSuffix+idxSuffix) {
-			own = true
-			continue
-		}
-		foreign = append(foreign, n)
+		own = true
 	}
-	// Names are zero-padded, so List's lexical order is log order.
-	return segs, foreign, own || len(segs) > 0, nil
+	// Names are zero-padded, so ReadDir's lexical order is log order.
+	return segs, foreign, own, nil
+}
+
+// linkError reports the symbolic link named like the log's own file name
+// in dir. It wraps a *vfs.NotRegularError, except for the cursors
+// directory.
+func linkError(dir, name string) error {
+	path := filepath.Join(dir, name)
+	const why = "a log never follows links among its own files; put the file itself there or move the link out of"
+	if name == cursorDir {
+		return fmt.Errorf("wal: %s is a symbolic link, not a directory: %s %s", path, why, dir)
+	}
+	return fmt.Errorf("wal: %w: %s %s", &vfs.NotRegularError{Path: path, Mode: fs.ModeSymlink}, why, dir)
 }
 
 // notSegmentFile returns, in place of err (the damage that recovery or a
@@ -78,49 +103,16 @@ func listSegments(fsys vfs.FS, dir string) (segs []segInfo, foreign []string, ow
 // cannot be read), and Repair cannot rebuild around it. Otherwise it
 // returns err. It looks only once something failed.
 func notSegmentFile(fsys vfs.FS, dir string, err error) error {
-	segs, _, _, lerr := listSegments(fsys, dir)
+	entries, lerr := fsys.ReadDir(dir)
 	if lerr != nil {
 		return err
 	}
-	for _, s := range segs {
-		if st, serr := fsys.Stat(filepath.Join(dir, s.name)); serr == nil && !st.Mode().IsRegular() {
-			what := "not a regular file"
-			if st.IsDir() {
-				what = "a directory"
-			}
-			return fmt.Errorf("wal: %s: %s is named like a segment but is %s; move it out of the log directory (%v)", dir, s.name, what, err)
+	for _, e := range entries {
+		if _, ok := parseSegmentName(e.Name()); ok && !e.Type().IsRegular() {
+			return fmt.Errorf("wal: %s: %s is named like a segment but is %s; move it out of the log directory (%v)", dir, e.Name(), vfs.Describe(e.Type()), err)
 		}
 	}
 	return err
-}
-
-// openRegular opens the existing file at path with flag (no O_CREATE),
-// after checking that it is a regular file: opening a named pipe (FIFO)
-// for reading blocks until a writer comes, so a FIFO named like a
-// segment, index, cursor or LOCK file would hang Open, Readers, Verify,
-// Repair and cursors for good; a directory or device is no log file
-// either. (A file swapped in between the check and the open is not
-// caught: this refuses what is there, it does not defend against a race.)
-func openRegular(fsys vfs.FS, path string, flag int) (vfs.File, error) {
-	st, err := fsys.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if m := st.Mode(); !m.IsRegular() {
-		what := "not a regular file"
-		switch {
-		case m.IsDir():
-			what = "a directory"
-		case m&fs.ModeNamedPipe != 0:
-			what = "a named pipe (FIFO)"
-		case m&fs.ModeSocket != 0:
-			what = "a socket"
-		case m&fs.ModeDevice != 0:
-			what = "a device"
-		}
-		return nil, fmt.Errorf("%s is %s, not a regular file", path, what)
-	}
-	return fsys.OpenFile(path, flag, 0)
 }
 
 // _notLogNames bounds how many foreign names a NotLogError lists.
@@ -159,7 +151,7 @@ func ourLock(fsys vfs.FS, dir string) bool {
 			return true
 		}
 	}
-	f, err := openRegular(fsys, filepath.Join(dir, lockName), os.O_RDONLY)
+	f, err := fsys.OpenRegular(filepath.Join(dir, lockName), os.O_RDONLY, 0)
 	if err != nil {
 		return false
 	}
@@ -190,7 +182,7 @@ func lockLog(fsys vfs.FS, dir, op, holder string) (io.Closer, error) {
 // lockHolder returns the holder text written in the lock file at path, or
 // "an unknown holder".
 func lockHolder(fsys vfs.FS, path string) string {
-	f, err := openRegular(fsys, path, os.O_RDONLY)
+	f, err := fsys.OpenRegular(path, os.O_RDONLY, 0)
 	if err != nil {
 		return "an unknown holder"
 	}
@@ -286,7 +278,7 @@ func lastNonZeroIn(b []byte) int {
 func createSegment(fsys vfs.FS, dir string, firstSeq uint64, size int64) (vfs.File, string, error) {
 	name := segmentName(firstSeq)
 	path := filepath.Join(dir, name)
-	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := fsys.OpenRegular(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, "", fmt.Errorf("wal: create segment %s: %w", name, err)
 	}

@@ -379,7 +379,7 @@ func (w *segWriter) rotate(pos uint64) error {
 	if w.table != nil {
 		// Readers reach the new segment through this handle: its name is
 		// spareName until the sealer renames it.
-		rf, err := w.fsys.OpenFile(filepath.Join(w.dir, spareName), os.O_RDONLY, 0)
+		rf, err := w.fsys.OpenRegular(filepath.Join(w.dir, spareName), os.O_RDONLY, 0)
 		if err != nil {
 			next.Close()
 			return fmt.Errorf("wal: start segment %s: open for readers: %w", segmentName(w.nextSeq), err)
@@ -474,7 +474,7 @@ func (w *segWriter) seal(job *sealJob) error {
 
 // createSpare creates and preallocates the spare file.
 func createSpare(fsys vfs.FS, dir string, size int64) (vfs.File, error) {
-	f, err := fsys.OpenFile(filepath.Join(dir, spareName), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenRegular(filepath.Join(dir, spareName), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("wal: create spare segment: %w", err)
 	}

@@ -172,7 +172,7 @@ func (t *segTable) acquire(seq uint64) (*liveSeg, error) {
 	k := sort.Search(len(segs), func(i int) bool { return segs[i].firstSeq > seq }) - 1
 	s := segs[k]
 	if s.f == nil {
-		f, err := openRegular(t.fsys, filepath.Join(t.dir, s.name), os.O_RDONLY)
+		f, err := t.fsys.OpenRegular(filepath.Join(t.dir, s.name), os.O_RDONLY, 0)
 		if err != nil && t.sealedOnly && k+1 < len(segs) && errors.Is(err, fs.ErrNotExist) {
 			// A follower's table lists a segment that retention has deleted
 			// since.

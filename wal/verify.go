@@ -175,7 +175,7 @@ func Repair(dir string, force bool, opts *Options) (*RepairReport, error) {
 // cutSegment copies [at, end) of the tail segment into a side file,
 // truncates the segment at at and rewrites its durable mark to match.
 func cutSegment(o *Options, dir, name string, at int64, nextSeq uint64, out *RepairReport) error {
-	f, err := openRegular(o.fsys, filepath.Join(dir, name), os.O_RDWR)
+	f, err := o.fsys.OpenRegular(filepath.Join(dir, name), os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("wal: repair: %w", err)
 	}
@@ -221,7 +221,7 @@ func saveCut(o *Options, dir, name string, at int64, b []byte) (string, error) {
 	var sf vfs.File
 	for k := 2; ; k++ {
 		var err error
-		sf, err = o.fsys.OpenFile(filepath.Join(dir, side), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		sf, err = o.fsys.OpenRegular(filepath.Join(dir, side), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 		if err == nil {
 			break
 		}
