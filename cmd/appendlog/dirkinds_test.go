@@ -77,6 +77,22 @@ func TestDirectoryKinds(t *testing.T) {
 			stp(0, "dump --count {D}", "50\n"),
 			stp(0, "repair {D}", "nothing to repair"),
 		}, false},
+		{"symlinked-segment", func(t *testing.T, d string) {
+			smallLog(t, d, 50)
+			seg := filepath.Join(d, "00000000000000000001.seg")
+			outside := filepath.Join(filepath.Dir(d), "outside.seg")
+			if err := os.Rename(seg, outside); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, seg); err != nil {
+				t.Fatal(err)
+			}
+		}, []step{
+			stp(1, "verify {D}", "{D}/00000000000000000001.seg is a symbolic link"),
+			stp(1, "dump {D}", "{D}/00000000000000000001.seg is a symbolic link"),
+			stp(1, "repair {D}", "{D}/00000000000000000001.seg is a symbolic link"),
+			stp(1, "repair --force {D}", "{D}/00000000000000000001.seg is a symbolic link"),
+		}, false},
 		{"missing", func(t *testing.T, d string) {}, []step{
 			stp(1, "verify {D}", "{D}: no such directory"),
 			stp(1, "dump {D}", "{D}: no such directory"),
