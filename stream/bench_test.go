@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // BenchmarkOpen1000: Open and Close of a store of 1,000 streams, each
@@ -33,5 +34,31 @@ func BenchmarkOpen1000(b *testing.B) {
 			b.Fatalf("%d streams after Open, want %d", n, streams)
 		}
 		noErr(b, st.Close())
+	}
+}
+
+// BenchmarkNextNack: one member taking a record and nacking it, over and
+// over: a redelivery each time, read again from the stream.
+func BenchmarkNextNack(b *testing.B) {
+	st := mustOpen(b, b.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("s", nil)
+	noErr(b, err)
+	g, err := s.Group("g", &GroupOptions{AckWait: time.Hour})
+	noErr(b, err)
+	defer g.Close()
+	_, err = s.Publish(make([]byte, 128))
+	noErr(b, err)
+	ctx := context.Background()
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		m, err := g.Next(ctx, buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := g.Nack(m.Seq); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -16,13 +16,16 @@
 //
 // A group delivers each record to one member at a time, in stream order.
 // A record nacked, or not acked within AckWait, goes out again before any
-// fresh record. An unacked one goes out no sooner than AckWait after its
-// delivery, and within two of the group's deadline checks after that: it
-// checks every AckWait/4 (at least 1 ms apart, at most CheckpointEvery and
-// 1 s), and delivering reads no clock. The group's committed position is the lowest record not
-// acked; it is written (checkpointed) every CheckpointEvery and by Close,
-// never past what is durable in the stream. After a crash a group resumes
-// at its last checkpoint: delivery is at least once, and no record acked
+// fresh record; Group.NackMsg nacks one delivery (Msg.Delivery), so that
+// a member whose delivery expired cannot send the record out again from
+// under the member now holding it. An unacked record goes out no sooner
+// than AckWait after its delivery, and within two of the group's deadline
+// checks after that: it checks every AckWait/4 (at least 1 ms apart, at
+// most CheckpointEvery and 1 s), and delivering reads no clock. The
+// group's committed position is the lowest record not acked; it is
+// written (checkpointed) every CheckpointEvery and by Close, never past
+// what is durable in the stream. After a crash a group resumes at its
+// last checkpoint: delivery is at least once, and no record acked
 // before that checkpoint comes again. One concept covers Kafka-style
 // consumers (a group with one member, or one per partition of work) and
 // AMQP-style work queues (one group, many members).

@@ -771,7 +771,9 @@ func (g *Group) ackSlot(sl *slot, seq uint64) (bool, error) {
 // It does no I/O and does not allocate. A record not delivered by this
 // group is ErrNotDelivered. After Close the ack cannot be recorded and is
 // ErrClosed (the group opened next delivers the record again), except for
-// a record below the committed position, acked already.
+// a record below the committed position, acked already. An ack of any
+// delivery of the record acks it: a member whose delivery expired and
+// went to another member may still ack what it processed.
 func (g *Group) Ack(seq uint64) error {
 	if seq < g.c.Committed() {
 		return nil
@@ -808,8 +810,27 @@ func (g *Group) closedErr(err error) error {
 
 // Nack asks for record seq to be delivered again now, before any fresh
 // record. It counts as a delivery that failed: with MaxDeliver, a record
-// nacked after its last delivery is dead.
-func (g *Group) Nack(seq uint64) error {
+// nacked after its last delivery is dead. It acts on the record's current
+// delivery, whichever member has it: a member whose delivery may have
+// expired and gone to another (AckWait passed) nacks with NackMsg instead.
+func (g *Group) Nack(seq uint64) error { return g.nack(seq, 0) }
+
+// NackMsg is Nack of the delivery m (its Seq and Delivery, as Next
+// returned them): a delivery that is no longer the record's current one
+// (it expired and the record went out again, or another member nacked
+// it) is ErrNotDelivered, and the record, in another member's hands or
+// queued to go out again, is left as it is. An ack of any delivery acks
+// the record (see Ack).
+func (g *Group) NackMsg(m Msg) error {
+	if m.Delivery < 1 {
+		return fmt.Errorf("%w: stream %q: group %q: record %d: delivery %d (deliveries count from 1)", ErrNotDelivered, g.s.name, g.name, m.Seq, m.Delivery)
+	}
+	return g.nack(m.Seq, m.Delivery)
+}
+
+// nack is Nack of delivery of record seq, or of its current delivery if
+// delivery is 0.
+func (g *Group) nack(seq uint64, delivery int) error {
 	sl := &g.slots[seq&g.mask]
 	g.mu.Lock()
 	if err := g.mu.closed; err != nil {
@@ -818,13 +839,19 @@ func (g *Group) Nack(seq uint64) error {
 	}
 	if seq < g.c.Committed() || sl.seq.Load() != seq || sl.acked.Load() == seq {
 		g.mu.Unlock()
-		return fmt.Errorf("%w: group %q: record %d is not delivered and unacked", ErrNotDelivered, g.name, seq)
+		return fmt.Errorf("%w: stream %q: group %q: record %d is not delivered and unacked", ErrNotDelivered, g.s.name, g.name, seq)
+	}
+	if delivery != 0 && (uint32(delivery) != sl.n || uint64(delivery) > math.MaxUint32) {
+		n := sl.n
+		g.mu.Unlock()
+		return fmt.Errorf("%w: stream %q: group %q: record %d: delivery %d is not its current one (delivery %d)", ErrNotDelivered, g.s.name, g.name, seq, delivery, n)
 	}
 	g.nacked.Add(1)
 	dead := g.expireLocked(sl, seq)
+	n := int(sl.n)
 	g.mu.Unlock()
 	if dead {
-		g.reportDead(seq, int(sl.n))
+		g.reportDead(seq, n)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -479,5 +480,59 @@ func TestTimerPhase(t *testing.T) {
 	}
 	if len(phases) < 5 {
 		t.Fatalf("20 groups' phases fall in %d eighths of the period, want them spread", len(phases))
+	}
+}
+
+// TestNackStaleDelivery: a member whose delivery expired and went to
+// another member cannot nack the record from under it: its late NackMsg
+// is ErrNotDelivered, naming the deliveries, and neither queues the record
+// a third time nor, with MaxDeliver, makes it dead. The member holding the
+// current delivery nacks it; a delivery that was never made is refused.
+func TestNackStaleDelivery(t *testing.T) {
+	st := mustOpen(t, t.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("s", nil)
+	noErr(t, err)
+	var deadCalls atomic.Int64
+	g, err := s.Group("g", &GroupOptions{AckWait: time.Second, MaxDeliver: 3, OnDead: func(uint64, int) { deadCalls.Add(1) }})
+	noErr(t, err)
+	defer g.Close()
+	_, err = s.Publish([]byte("x"))
+	noErr(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := g.Next(ctx, nil) // member A
+	noErr(t, err)
+	b, err := g.Next(ctx, nil) // member B, once A's delivery expired
+	noErr(t, err)
+	if a.Seq != 1 || a.Delivery != 1 || b.Seq != 1 || b.Delivery != 2 {
+		t.Fatalf("deliveries %+v and %+v, want record 1 twice", a, b)
+	}
+	err = g.NackMsg(a) // A, late
+	if !errors.Is(err, ErrNotDelivered) || !strings.Contains(err.Error(), "delivery 1") {
+		t.Fatalf("NackMsg of a stale delivery = %v, want ErrNotDelivered naming it", err)
+	}
+	for _, d := range []int{0, -1, 3} {
+		m := b
+		m.Delivery = d
+		if err := g.NackMsg(m); !errors.Is(err, ErrNotDelivered) {
+			t.Fatalf("NackMsg of delivery %d = %v, want ErrNotDelivered", d, err)
+		}
+	}
+	if st := g.Stats(); st.Redeliveries != 0 || st.Dead != 0 || st.Nacked != 0 || deadCalls.Load() != 0 {
+		t.Fatalf("after a stale nack: %+v, OnDead calls %d", st, deadCalls.Load())
+	}
+	noErr(t, g.NackMsg(b)) // B's own delivery goes out again
+	c, err := g.Next(ctx, nil)
+	noErr(t, err)
+	if c.Seq != 1 || c.Delivery != 3 {
+		t.Fatalf("after B's nack got %+v, want record 1, delivery 3", c)
+	}
+	if err := g.NackMsg(b); !errors.Is(err, ErrNotDelivered) {
+		t.Fatalf("B's nack of its delivery, now stale = %v, want ErrNotDelivered", err)
+	}
+	noErr(t, g.Ack(c.Seq))
+	if st := g.Stats(); st.Committed != 2 || st.Dead != 0 || st.Nacked != 1 {
+		t.Fatalf("after the ack: %+v", st)
 	}
 }
