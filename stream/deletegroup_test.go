@@ -155,3 +155,41 @@ func TestGroupNameHeldElsewhere(t *testing.T) {
 		t.Fatalf("Groups() = %q, %v, want [shipper]", names, err)
 	}
 }
+
+// TestGroupWithoutPosition: a group whose file is there and whose position
+// is not (what a power cut leaves in the middle of creating or deleting
+// it) opens as a new group would: at the StartAt it was created with,
+// which options given later do not change.
+func TestGroupWithoutPosition(t *testing.T) {
+	st := mustOpen(t, t.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("orders", nil)
+	noErr(t, err)
+	for range 5 {
+		_, err := s.Publish([]byte("x"))
+		noErr(t, err)
+	}
+	g, err := s.Group("g", &GroupOptions{StartAt: 3})
+	noErr(t, err)
+	noErr(t, g.Close())
+	g, err = s.Group("g", &GroupOptions{AckWait: time.Minute}) // replaces the options, not the start
+	noErr(t, err)
+	noErr(t, g.Close())
+	l, err := s.log()
+	noErr(t, err)
+	noErr(t, l.DeleteCursor("g")) // DeleteGroup cut after its first step
+	if names, err := s.Groups(); err != nil || !slices.Equal(names, []string{"g"}) {
+		t.Fatalf("Groups() = %q, %v, want [g]", names, err)
+	}
+	g, err = s.Group("g", nil)
+	noErr(t, err)
+	defer g.Close()
+	if g.opts.AckWait != time.Minute {
+		t.Fatalf("AckWait %v, want the options given last", g.opts.AckWait)
+	}
+	m, err := g.Next(context.Background(), nil)
+	noErr(t, err)
+	if m.Seq != 3 {
+		t.Fatalf("the group without a position starts at %d, want its StartAt 3", m.Seq)
+	}
+}
