@@ -50,7 +50,9 @@
 // cursor (see Cursor), and, after a repair, side files whose names contain
 // .cut. A directory with none of these but other files is not
 // a log: Open, OpenReader, Verify and Repair refuse it (ErrNotLog) and
-// create nothing in it. An empty directory is an empty log. The log's own
+// create nothing in it, and so they do the root directory of a stream
+// store (a *StoreError; the log of its stream NAME is
+// STORE/streams/NAME/log). An empty directory is an empty log. The log's own
 // files are opened without following symbolic links and only as regular
 // files (vfs.FS.OpenRegular): a link, named pipe, directory or device in
 // the place of one is an error naming it, and so is a link that a

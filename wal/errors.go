@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 )
 
@@ -36,7 +37,7 @@ var (
 	// ErrNotLog means the directory holds no segment and no LOCK file but
 	// other files: it is something else, not an appendlog log (an empty
 	// directory is a valid empty log). The returned error is a
-	// *NotLogError.
+	// *NotLogError, or a *StoreError for the root of a stream store.
 	ErrNotLog = errors.New("wal: not an appendlog log")
 	// ErrInUse means another Log or Repair, in this process or another,
 	// holds the log's lock. The returned error names the lock file and the
@@ -73,6 +74,32 @@ func (e *NotLogError) Files() string {
 
 // Is reports whether target is ErrNotLog.
 func (e *NotLogError) Is(target error) bool { return target == ErrNotLog }
+
+// StoreError reports a directory that is the root of a stream store
+// (package stream), not a log: its LOCK file would make it look like an
+// empty log. The log of the store's stream NAME is Dir/streams/NAME/log.
+// errors.Is(err, ErrNotLog) matches it.
+type StoreError struct {
+	Dir string
+	// Count is the number of streams found; Logs lists the log
+	// directories of the first few.
+	Count int
+	Logs  []string
+}
+
+func (e *StoreError) Error() string {
+	msg := fmt.Sprintf("wal: %s is a stream store, not a log: the log of its stream NAME is %s", e.Dir, filepath.Join(e.Dir, storeStreams, "NAME", storeLog))
+	switch {
+	case e.Count == 0:
+		return msg + " (it has no streams)"
+	case e.Count > len(e.Logs):
+		return fmt.Sprintf("%s (%d streams; their logs: %s, ...)", msg, e.Count, strings.Join(e.Logs, ", "))
+	}
+	return fmt.Sprintf("%s (its streams' logs: %s)", msg, strings.Join(e.Logs, ", "))
+}
+
+// Is reports whether target is ErrNotLog.
+func (e *StoreError) Is(target error) bool { return target == ErrNotLog }
 
 // CorruptionError reports damage that recovery must not repair silently:
 // bytes that do not decode at a place where acknowledged data lives, a

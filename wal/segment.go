@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -132,10 +133,48 @@ func openDir(fsys vfs.FS, dir, op string) ([]segInfo, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(segs) == 0 && isStoreRoot(foreign, own) {
+		return nil, nil, storeError(fsys, dir)
+	}
 	if len(foreign) > 0 && (!own || len(segs) == 0 && !ourLock(fsys, dir)) {
 		return nil, nil, &NotLogError{Dir: dir, Count: len(foreign), Names: foreign[:min(len(foreign), _notLogNames)]}
 	}
 	return segs, foreign, nil
+}
+
+// The root of a stream store (package stream, which imports this one)
+// holds its marker file, its LOCK and the streams directory; the log of
+// stream NAME is streams/NAME/log. These names must match stream's layout
+// (stream/meta.go); TestStoreRootIsNotALog checks them against a real
+// store.
+const (
+	storeMarker  = "STORE"
+	storeStreams = "streams"
+	storeLog     = "log"
+)
+
+// isStoreRoot reports whether a directory without segments, whose other
+// entries are foreign and which holds a file named like one of the log's
+// own (own: the store's LOCK), is the root of a stream store: it has the
+// store's marker or its streams directory (a store's creation makes the
+// directory before it writes the marker).
+func isStoreRoot(foreign []string, own bool) bool {
+	return own && (slices.Contains(foreign, storeMarker) || slices.Contains(foreign, storeStreams))
+}
+
+// storeError describes the stream store whose root is dir.
+func storeError(fsys vfs.FS, dir string) error {
+	e := &StoreError{Dir: dir}
+	names, _ := fsys.List(filepath.Join(dir, storeStreams)) // best effort: only for the message
+	for _, n := range names {
+		if strings.HasPrefix(n, ".") { // a stream being created or deleted
+			continue
+		}
+		if e.Count++; len(e.Logs) < _notLogNames {
+			e.Logs = append(e.Logs, filepath.Join(dir, storeStreams, n, storeLog))
+		}
+	}
+	return e
 }
 
 // ourLock reports whether dir holds a repair side file or spare segment, or
