@@ -12,6 +12,9 @@
 //   - fdatasync(2), fallocate(2), pwritev(2), O_DIRECT, mmap(2)/madvise(2)
 //     and huge-page buffers, for the write paths;
 //   - flock(2): TryLock and Lock (blocking, shared or exclusive);
+//   - open(2) with O_NOFOLLOW|O_NONBLOCK: OpenNoFollow, which neither
+//     follows a symbolic link nor blocks on a named pipe (also on the BSDs
+//     and macOS; elsewhere it checks with Lstat first);
 //   - /proc/locks: LockHolder, the pid holding a flock on a file (writer
 //     names it when a second open of a log file is refused);
 //   - statfs(2): FreeSpace, the bytes free (appendlog load refuses a run

@@ -166,21 +166,20 @@ func injected(op Op, name string, err error) error {
 }
 
 func (f *faultFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
-	if err := f.check(OpOpen, name); err != nil {
-		return nil, err
-	}
-	file, err := f.fs.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return &faultFile{f: file, inj: f.inj}, nil
+	return f.open(f.fs.OpenFile, name, flag, perm)
 }
 
 func (f *faultFS) OpenRegular(name string, flag int, perm os.FileMode) (File, error) {
+	return f.open(f.fs.OpenRegular, name, flag, perm)
+}
+
+// open consults the injector (OpOpen), then opens name with open and wraps
+// the file.
+func (f *faultFS) open(open func(string, int, os.FileMode) (File, error), name string, flag int, perm os.FileMode) (File, error) {
 	if err := f.check(OpOpen, name); err != nil {
 		return nil, err
 	}
-	file, err := f.fs.OpenRegular(name, flag, perm)
+	file, err := open(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}

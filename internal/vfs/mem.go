@@ -311,18 +311,15 @@ func (m *MemFS) MkdirAll(dir string, perm os.FileMode) error {
 
 // List returns the sorted names of dir's current entries.
 func (m *MemFS) List(dir string) ([]string, error) {
-	if err := m.lock("readdir", dir); err != nil {
+	entries, err := m.ReadDir(dir)
+	if err != nil {
 		return nil, err
 	}
-	defer m.mu.Unlock()
-	n, err := m.walk(splitPath(dir))
-	if err == nil && !n.isDir {
-		err = errNotDir
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
 	}
-	if err != nil {
-		return nil, &fs.PathError{Op: "readdir", Path: dir, Err: err}
-	}
-	return slices.Sorted(maps.Keys(n.children)), nil
+	return names, nil
 }
 
 // ReadDir returns dir's current entries sorted by name: files and

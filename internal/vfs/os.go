@@ -16,7 +16,8 @@ const _maxHolderLen = 256
 // OS returns the FS of real files: *os.File with Sync = sys.Fdatasync,
 // Preallocate = sys.Fallocate, WritevAt = sys.Pwritev, SyncDir =
 // sys.SyncDir and Lock = sys.TryLock (flock, held per open file
-// description, so two Locks in one process conflict).
+// description, so two Locks in one process conflict). OpenRegular and
+// Lock open with sys.OpenNoFollow.
 func OS() FS {
 	return osFS{}
 }
