@@ -623,8 +623,12 @@ func backupTime(path, name string, local bool) (t time.Time, ok bool) {
 	if local {
 		loc = time.Local
 	}
-	t, err := time.ParseInLocation(BackupTimeFormat, name[len(prefix):len(prefix)+len(BackupTimeFormat)], loc)
-	return t, err == nil
+	stamp := name[len(prefix) : len(prefix)+len(BackupTimeFormat)]
+	t, err := time.ParseInLocation(BackupTimeFormat, stamp, loc)
+	// Parse also takes what Format never writes (a comma before the
+	// milliseconds, a time that does not exist in loc): such a name is
+	// not one of our backups, and retention must not delete it.
+	return t, err == nil && t.Format(BackupTimeFormat) == stamp
 }
 
 // Sync makes every byte written so far durable: it syncs the current

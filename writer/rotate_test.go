@@ -252,6 +252,37 @@ func TestRotatePrune(t *testing.T) {
 	}
 }
 
+// TestRotatePruneKeepsLookalikes: files that time.Parse reads as a
+// backup's name but that rotation never writes (a comma before the
+// milliseconds) are someone else's: pruning to MaxBackups never deletes
+// them.
+func TestRotatePruneKeepsLookalikes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	lookalikes := []string{"app-2020-01-01T00-00-00,000.log", "app-2020-01-01T00-00-00,000.log.gz"}
+	for _, n := range lookalikes {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("not a backup\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := OpenFile(path, &RingOptions{Size: 64 << 10, Rotate: &Rotate{MaxBytes: MinRotateBytes, MaxBackups: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRecords(t, r, 1, 2000)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Stats().Rotations; n < 3 {
+		t.Fatalf("%d rotations", n)
+	}
+	for _, n := range lookalikes {
+		if b, err := os.ReadFile(filepath.Join(dir, n)); err != nil || string(b) != "not a backup\n" {
+			t.Errorf("%s: %q, %v: pruning took it for a backup", n, b, err)
+		}
+	}
+}
+
 // TestRotateMaxAgeAndTotal checks the other pruning limits on backups
 // made by hand: by age (the time in the name, on the Ring's clock) and by
 // total size, oldest first.
