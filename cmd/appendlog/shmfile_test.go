@@ -61,7 +61,7 @@ func TestShmFileVerifyDump(t *testing.T) {
 	expect(t, r, 0, file+": 300 records in ", " files, whole and in order; 0 unfinished frames padded")
 	expect(t, cli(t, "shm", "verify", file), 0, r.stdout)
 
-	for _, args := range [][]string{{"dump", file}, {"tail", file}} {
+	for _, args := range [][]string{{"dump", file}, {"tail", "-n", "300", file}} {
 		r := cli(t, args...)
 		expect(t, r, 0)
 		if got := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -142,7 +142,7 @@ func TestShmFileTailFollow(t *testing.T) {
 	want := shmAppend(t, file, 0, 50)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cliPath, "tail", "-f", file)
+	cmd := exec.CommandContext(ctx, cliPath, "tail", "-f", "-n", "50", file)
 	cmd.Env = cliEnv()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -2,22 +2,27 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/appendlog/appendlog/shmlog"
 	"github.com/appendlog/appendlog/wal"
 )
 
 type tailFlags struct {
 	from   uint64
+	lines  uint64
 	follow bool
 	hex    bool
 }
@@ -28,63 +33,105 @@ func newTailCmd() *cobra.Command {
 	var f tailFlags
 	cmd := &cobra.Command{
 		Use:   "tail DIR|FILE",
-		Short: "Print the records of a log and follow new ones",
-		Long: `tail prints one line per record of the log in DIR from sequence number
---from on, as "appendlog dump" does:
+		Short: "Print the last records of a log and follow new ones",
+		Long: `tail prints the last -n (--lines) records of the log in DIR, 10 by
+default, one line per record as "appendlog dump" prints them:
 
   <seq><TAB><payload>
 
+--from SEQ prints every record from sequence number SEQ on instead (tail
+--from 1 prints the whole log); -n and --from exclude each other (exit
+status 2). -n 0 prints nothing (with -f: only the records appended from
+then on). The last records are those present: a gap that "appendlog
+repair --force" recorded is not counted, and is named on stderr where it
+falls among them. tail finds them without reading the whole log: it reads
+the segments from the last one back only as far as the records reach. A
+torn tail (see "appendlog verify --help") ends the output with a note on
+stderr.
+
 With -f (--follow) it then keeps printing new records as another process
 appends them, across segment rotations, until interrupted (exit status 0
-on SIGINT). It follows the files with inotify where the system has it,
-and looks again at least every 100ms in any case. A log directory or FILE
-removed or replaced while tail -f waits ends it with exit status 1.
+on SIGINT). The records it follows come from the same reader that printed
+the last ones, so a record appended while tail starts is printed once,
+neither skipped nor repeated. It follows the files with inotify where the
+system has it, and looks again at least every 100ms in any case. A log
+directory or FILE removed or replaced while tail -f waits ends it with
+exit status 1.
 
-tail reads a log directory without locking and never changes it. A gap that
-"appendlog repair --force" recorded is named on stderr where it falls.
+tail reads a log directory without locking and never changes it.
 Exit status 1 means DIR is missing, not an appendlog log, or damaged (the
 message says where).
 
 tail also reads a shared-memory log FILE (package shmlog), printing
 <pos><TAB><payload> lines as "appendlog dump FILE" does (see its help for
-the position); with -f it waits for writers to commit new records (on the
-log's wake word, a futex on Linux) until interrupted, exit status 0 on
-SIGINT. Like every shmlog reader it takes a shared lock on FILE and pads
-over frames left unfinished by writers that are gone. --from is for log
-directories only.`,
-		Example: `  appendlog tail --from 1000 /tmp/log
-  appendlog tail -f /tmp/log`,
+the position). Its records have positions, not sequence numbers, and no
+index: tail reads FILE from its first record to the end to find the last
+-n, keeping only those -n records in memory. With -f it then waits for
+writers to commit new records (on the log's wake word, a futex on Linux)
+until interrupted, exit status 0 on SIGINT. Like every shmlog reader it
+takes a shared lock on FILE and pads over frames left unfinished by
+writers that are gone. --from is for log directories only.`,
+		Example: `  appendlog tail /tmp/log
+  appendlog tail -n 100 /tmp/log
+  appendlog tail -f /tmp/log
+  appendlog tail -f -n 0 /tmp/log
+  appendlog tail --from 1000 /tmp/log`,
 		Args: dirArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !f.follow {
-				return runDump(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], &dumpFlags{from: f.from, hex: f.hex})
+			fromSet := cmd.Flags().Changed("from")
+			if fromSet && cmd.Flags().Changed("lines") {
+				return usagef("--from and -n (--lines) exclude each other: --from SEQ prints the records from sequence number SEQ on, -n N the last N records")
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-			defer stop()
-			return runFollow(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], &f)
+			ctx := context.Background()
+			if f.follow {
+				var stop context.CancelFunc
+				ctx, stop = signal.NotifyContext(ctx, os.Interrupt)
+				defer stop()
+			}
+			stdout, stderr, path := cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0]
+			switch {
+			case fromSet && !f.follow:
+				return runDump(stdout, stderr, path, &dumpFlags{from: f.from, hex: f.hex})
+			case isShmFile(path) && fromSet:
+				return runShmDump(ctx, stdout, path, &dumpFlags{from: f.from, hex: f.hex}, true)
+			case isShmFile(path):
+				return runShmTail(ctx, stdout, path, &f)
+			}
+			if err := checkLogDir(path); err != nil {
+				return err
+			}
+			if fromSet {
+				return runFollow(ctx, stdout, stderr, path, f.from, 0, &f)
+			}
+			from, end, err := lastRecords(path, f.lines)
+			if err != nil {
+				return err
+			}
+			if !f.follow && from == end {
+				return nil // nothing to print
+			}
+			return runFollow(ctx, stdout, stderr, path, from, end, &f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.Uint64Var(&f.from, "from", 1, "first sequence number to print")
+	fl.Uint64VarP(&f.lines, "lines", "n", 10, "print the last N records")
+	fl.Uint64Var(&f.from, "from", 1, "first sequence number to print, instead of the last -n records")
 	fl.BoolVarP(&f.follow, "follow", "f", false, "keep printing new records until interrupted")
 	fl.BoolVar(&f.hex, "hex", false, "print every payload as hex")
 	return cmd
 }
 
-// runFollow prints the records from f.from on and follows the log until
-// ctx is done: a wal.Reader from OpenReader whose Wait follows the files.
-func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, f *tailFlags) error {
-	if isShmFile(dir) {
-		return runShmDump(ctx, stdout, dir, &dumpFlags{from: f.from, hex: f.hex}, true)
-	}
-	if err := checkLogDir(dir); err != nil {
-		return err
-	}
+// runFollow prints the records of the log in dir from seq from on: with
+// f.follow it then follows the log until ctx is done, a wal.Reader from
+// OpenReader whose Wait follows the files; without, it stops before seq
+// until, or at the end of the files when until is 0. dir was checked
+// (checkLogDir).
+func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, from, until uint64, f *tailFlags) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return err
 	}
-	r, err := wal.OpenReader(dir, f.from, readOptions())
+	r, err := wal.OpenReader(dir, from, readOptions())
 	if err != nil {
 		return describeVerifyError(dir, err)
 	}
@@ -93,6 +140,9 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, f *tai
 	var line []byte
 	for {
 		for r.Next() {
+			if !f.follow && until != 0 && r.Seq() >= until {
+				return out.Flush()
+			}
 			line = strconv.AppendUint(line[:0], r.Seq(), 10)
 			line = append(line, '\t')
 			line = appendPayload(line, r.Record(), f.hex)
@@ -112,6 +162,13 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, f *tai
 		} else if err != nil {
 			return fmt.Errorf("%s: stopped before seq %d: %w", dir, r.NextSeq(), err)
 		}
+		if !f.follow {
+			if t := r.Torn(); t != nil {
+				fmt.Fprintf(stderr, "appendlog tail: %s: the log ends in a torn tail (%d bytes at byte offset %d of segment %s) that opening it would cut\n",
+					dir, t.Bytes, t.Offset, t.Segment)
+			}
+			return nil
+		}
 		if err := waitFollowing(ctx, r.Wait, dir, fi); err != nil {
 			if ctx.Err() != nil {
 				return nil // interrupted: a normal end
@@ -119,6 +176,235 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, f *tai
 			return fmt.Errorf("%s: %w", dir, err)
 		}
 	}
+}
+
+// lastRecords returns the sequence number from which a Reader reads the
+// last n records of the log in dir, and the one after its last record (its
+// end as lastRecords found it). It reads the segments from the last one
+// back, one at a time, only until they hold n records: their names give
+// their first sequence numbers (see the wal package doc), so a segment is
+// read from its start up to the next one's. The records present are kept
+// as runs of consecutive sequence numbers, a gap between two runs.
+func lastRecords(dir string, n uint64) (from, end uint64, err error) {
+	firsts, err := segmentFirsts(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(firsts) == 0 {
+		// No segments: OpenReader says whether dir is an empty log or
+		// not a log at all.
+		r, err := wal.OpenReader(dir, 1, readOptions())
+		if err != nil {
+			return 0, 0, describeVerifyError(dir, err)
+		}
+		r.Close()
+		return 1, 1, nil
+	}
+	var (
+		runs  []seqRun // the records present in the segments read, in order
+		count uint64   // records in runs
+		start = firsts[0]
+	)
+	for j := len(firsts) - 1; j >= 0; j-- {
+		var limit uint64 // 0: read to the end of the log
+		if j < len(firsts)-1 {
+			limit = firsts[j+1]
+		}
+		rs, next, err := segmentRuns(dir, firsts[j], limit)
+		if limit != 0 && errors.Is(err, wal.ErrTruncated) {
+			// Retention deleted the segment since it was listed: the
+			// log starts after it now.
+			start = limit
+			break
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		if limit == 0 {
+			end = next
+		}
+		for _, r := range rs {
+			count += r.end - r.first
+		}
+		runs = append(rs, runs...)
+		if count >= n {
+			break
+		}
+	}
+	if n == 0 {
+		return end, end, nil
+	}
+	if count < n {
+		return start, end, nil
+	}
+	left := n
+	for i := len(runs) - 1; ; i-- {
+		if k := runs[i].end - runs[i].first; k < left {
+			left -= k
+			continue
+		}
+		return runs[i].end - left, end, nil
+	}
+}
+
+// seqRun is the records first..end-1, all present.
+type seqRun struct{ first, end uint64 }
+
+// segmentRuns reads the records of the log in dir from seq first on,
+// stopping before seq limit (0: at the end of the log), and returns them
+// as runs, with the sequence number after the last record read.
+func segmentRuns(dir string, first, limit uint64) ([]seqRun, uint64, error) {
+	r, err := wal.OpenReader(dir, first, readOptions())
+	if err != nil {
+		return nil, 0, describeVerifyError(dir, err)
+	}
+	defer r.Close()
+	var runs []seqRun
+	for {
+		if !r.Next() {
+			if wal.IsGap(r.Err()) {
+				continue
+			}
+			if err := r.Err(); err != nil {
+				return nil, 0, fmt.Errorf("%s: stopped before seq %d: %w", dir, r.NextSeq(), err)
+			}
+			return runs, r.NextSeq(), nil
+		}
+		s := r.Seq()
+		if limit != 0 && s >= limit {
+			return runs, s, nil
+		}
+		if k := len(runs) - 1; k >= 0 && runs[k].end == s {
+			runs[k].end++
+		} else {
+			runs = append(runs, seqRun{s, s + 1})
+		}
+	}
+}
+
+// segmentFirsts returns the first sequence numbers of the segments of the
+// log in dir, in log order, from the segment file names
+// (00000000000000000001.seg, see the wal package doc).
+func segmentFirsts(dir string) ([]uint64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var firsts []uint64
+	for _, e := range ents {
+		name := e.Name()
+		digits, ok := strings.CutSuffix(name, ".seg")
+		if !ok || len(digits) != 20 {
+			continue
+		}
+		if s, err := strconv.ParseUint(digits, 10, 64); err == nil {
+			firsts = append(firsts, s)
+		}
+	}
+	slices.Sort(firsts)
+	return firsts, nil
+}
+
+// runShmTail prints the last f.lines committed records of the
+// shared-memory log at path and, with f.follow, the records committed
+// after them until ctx is done. A shmlog reader starts at the log's
+// first record, so it reads them all, keeping the last f.lines in a ring.
+func runShmTail(ctx context.Context, stdout io.Writer, path string, f *tailFlags) error {
+	p := &shmPrinter{out: bufio.NewWriterSize(stdout, 64<<10), hex: f.hex}
+	ring := shmRing{n: f.lines}
+	if !f.follow {
+		// Verify pads over the frames of writers that are gone at once,
+		// as runShmDump does without -f.
+		st, err := shmlog.Verify(path, func(rec shmlog.Record) error {
+			ring.add(rec)
+			return nil
+		})
+		if err != nil {
+			var ce *shmlog.CorruptError
+			if st.Records == 0 && !errors.As(err, &ce) {
+				return err // the file could not be opened: nothing was read
+			}
+			return fmt.Errorf("%s: stopped after %d records: %w", path, st.Records, err)
+		}
+		if err := ring.print(p); err != nil {
+			return err
+		}
+		return p.out.Flush()
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	r, err := shmlog.OpenReader(path, nil)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	var n uint64
+	atEnd := false // the ring was printed: print each record as it comes
+	for {
+		rec, ok, err := r.Next()
+		if err != nil {
+			p.out.Flush()
+			return fmt.Errorf("%s: stopped after %d records: %w", path, n, err)
+		}
+		if ok {
+			n++
+			if !atEnd {
+				ring.add(rec)
+			} else if err := p.print(rec); err != nil {
+				return err
+			}
+			continue
+		}
+		if !atEnd {
+			atEnd = true
+			if err := ring.print(p); err != nil {
+				return err
+			}
+		}
+		if err := p.out.Flush(); err != nil {
+			return err
+		}
+		if err := waitFollowing(ctx, r.Wait, path, fi); err != nil {
+			if ctx.Err() != nil {
+				return nil // interrupted: a normal end
+			}
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+}
+
+// shmRing keeps copies of the last n records added. It grows to n as
+// records come, rather than allocating n up front.
+type shmRing struct {
+	n    uint64
+	recs []shmlog.Record
+	next int // index of the oldest record once len(recs) == n
+}
+
+func (g *shmRing) add(rec shmlog.Record) {
+	if g.n == 0 {
+		return
+	}
+	if uint64(len(g.recs)) < g.n {
+		g.recs = append(g.recs, shmlog.Record{Pos: rec.Pos, Payload: bytes.Clone(rec.Payload)})
+		return
+	}
+	old := &g.recs[g.next]
+	old.Pos, old.Payload = rec.Pos, append(old.Payload[:0], rec.Payload...)
+	g.next = (g.next + 1) % len(g.recs)
+}
+
+// print prints the records kept, oldest first, and empties the ring.
+func (g *shmRing) print(p *shmPrinter) error {
+	for i := range g.recs {
+		if err := p.print(g.recs[(g.next+i)%len(g.recs)]); err != nil {
+			return err
+		}
+	}
+	g.recs, g.next = nil, 0
+	return nil
 }
 
 // _goneCheck is how often tail -f looks whether the log it follows is

@@ -41,7 +41,7 @@ func TestTailFollowsAnotherProcess(t *testing.T) {
 	smallLog(t, d, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cliPath, "tail", "-f", d)
+	cmd := exec.CommandContext(ctx, cliPath, "tail", "-f", "--from", "1", d)
 	cmd.Env = cliEnv()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
