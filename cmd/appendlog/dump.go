@@ -75,7 +75,7 @@ exit status 1 and a message naming the file and byte offset.`,
 
 func runDump(stdout, stderr io.Writer, dir string, f *dumpFlags) (err error) {
 	if isShmFile(dir) {
-		return runShmDump(context.Background(), stdout, dir, f, false)
+		return runShmDump(context.Background(), stdout, dir, f, false, nil)
 	}
 	if err := checkLogDir(dir); err != nil {
 		return err

@@ -84,24 +84,45 @@ func checkShmFrom(from uint64) error {
 
 // runShmDump prints the committed records of the shared-memory log at path
 // (or only their number, with f.count); with follow it then prints new
-// ones until ctx is done.
-func runShmDump(ctx context.Context, stdout io.Writer, path string, f *dumpFlags, follow bool) error {
+// ones until ctx is done. A non-nil last keeps the records read up to the
+// end of what the log holds, and only the last of those it has room for
+// are printed (tail -n): a shmlog reader can only start at the first.
+func runShmDump(ctx context.Context, stdout io.Writer, path string, f *dumpFlags, follow bool, last *shmRing) error {
 	if err := checkShmFrom(f.from); err != nil {
 		return err
 	}
 	p := &shmPrinter{out: bufio.NewWriterSize(stdout, 64<<10), hex: f.hex}
 	var n uint64
+	// out takes each record read: counted, held in last until the end of
+	// what the log holds now, or printed.
+	out := func(rec shmlog.Record) error {
+		n++
+		switch {
+		case f.count:
+			return nil
+		case last != nil:
+			last.add(rec)
+			return nil
+		}
+		return p.print(rec)
+	}
+	// caughtUp prints what last holds, once: from then on records are
+	// printed as they come.
+	caughtUp := func() error {
+		if last == nil {
+			return nil
+		}
+		err := last.print(p)
+		last = nil
+		return err
+	}
 	if !follow {
 		// Verify reads to the end, padding over the frames of writers that
 		// are gone at once, where a Reader's Next would stop at the first
 		// such frame as at the end of the log.
 		var werr error // writing the output failed
 		_, err := shmlog.Verify(path, func(rec shmlog.Record) error {
-			n++
-			if f.count {
-				return nil
-			}
-			werr = p.print(rec)
+			werr = out(rec)
 			return werr
 		})
 		if werr != nil {
@@ -117,6 +138,9 @@ func runShmDump(ctx context.Context, stdout io.Writer, path string, f *dumpFlags
 		}
 		if f.count {
 			fmt.Fprintf(p.out, "%d\n", n)
+		}
+		if err := caughtUp(); err != nil {
+			return err
 		}
 		return p.out.Flush()
 	}
@@ -136,16 +160,13 @@ func runShmDump(ctx context.Context, stdout io.Writer, path string, f *dumpFlags
 			return fmt.Errorf("%s: stopped after %d records: %w", path, n, err)
 		}
 		if ok {
-			n++
-			if !f.count {
-				if err := p.print(rec); err != nil {
-					return err
-				}
+			if err := out(rec); err != nil {
+				return err
 			}
 			continue
 		}
-		if !follow {
-			break
+		if err := caughtUp(); err != nil {
+			return err
 		}
 		if err := p.out.Flush(); err != nil {
 			return err
@@ -157,8 +178,4 @@ func runShmDump(ctx context.Context, stdout io.Writer, path string, f *dumpFlags
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	if f.count {
-		fmt.Fprintf(p.out, "%d\n", n)
-	}
-	return p.out.Flush()
 }

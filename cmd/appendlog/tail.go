@@ -93,7 +93,7 @@ writers that are gone. --from is for log directories only.`,
 			case fromSet && !f.follow:
 				return runDump(stdout, stderr, path, &dumpFlags{from: f.from, hex: f.hex})
 			case isShmFile(path) && fromSet:
-				return runShmDump(ctx, stdout, path, &dumpFlags{from: f.from, hex: f.hex}, true)
+				return runShmDump(ctx, stdout, path, &dumpFlags{from: f.from, hex: f.hex}, true, nil)
 			case isShmFile(path):
 				return runShmTail(ctx, stdout, path, &f)
 			}
@@ -310,69 +310,7 @@ func segmentFirsts(dir string) ([]uint64, error) {
 // after them until ctx is done. A shmlog reader starts at the log's
 // first record, so it reads them all, keeping the last f.lines in a ring.
 func runShmTail(ctx context.Context, stdout io.Writer, path string, f *tailFlags) error {
-	p := &shmPrinter{out: bufio.NewWriterSize(stdout, 64<<10), hex: f.hex}
-	ring := shmRing{n: f.lines}
-	if !f.follow {
-		// Verify pads over the frames of writers that are gone at once,
-		// as runShmDump does without -f.
-		st, err := shmlog.Verify(path, func(rec shmlog.Record) error {
-			ring.add(rec)
-			return nil
-		})
-		if err != nil {
-			var ce *shmlog.CorruptError
-			if st.Records == 0 && !errors.As(err, &ce) {
-				return err // the file could not be opened: nothing was read
-			}
-			return fmt.Errorf("%s: stopped after %d records: %w", path, st.Records, err)
-		}
-		if err := ring.print(p); err != nil {
-			return err
-		}
-		return p.out.Flush()
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	r, err := shmlog.OpenReader(path, nil)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	var n uint64
-	atEnd := false // the ring was printed: print each record as it comes
-	for {
-		rec, ok, err := r.Next()
-		if err != nil {
-			p.out.Flush()
-			return fmt.Errorf("%s: stopped after %d records: %w", path, n, err)
-		}
-		if ok {
-			n++
-			if !atEnd {
-				ring.add(rec)
-			} else if err := p.print(rec); err != nil {
-				return err
-			}
-			continue
-		}
-		if !atEnd {
-			atEnd = true
-			if err := ring.print(p); err != nil {
-				return err
-			}
-		}
-		if err := p.out.Flush(); err != nil {
-			return err
-		}
-		if err := waitFollowing(ctx, r.Wait, path, fi); err != nil {
-			if ctx.Err() != nil {
-				return nil // interrupted: a normal end
-			}
-			return fmt.Errorf("%s: %w", path, err)
-		}
-	}
+	return runShmDump(ctx, stdout, path, &dumpFlags{from: 1, hex: f.hex}, f.follow, &shmRing{n: f.lines})
 }
 
 // shmRing keeps copies of the last n records added. It grows to n as
