@@ -310,17 +310,7 @@ func (m *MemFS) MkdirAll(dir string, perm os.FileMode) error {
 }
 
 // List returns the sorted names of dir's current entries.
-func (m *MemFS) List(dir string) ([]string, error) {
-	entries, err := m.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, len(entries))
-	for i, e := range entries {
-		names[i] = e.Name()
-	}
-	return names, nil
-}
+func (m *MemFS) List(dir string) ([]string, error) { return entryNames(m.ReadDir(dir)) }
 
 // ReadDir returns dir's current entries sorted by name: files and
 // directories, the only kinds of entry MemFS has.

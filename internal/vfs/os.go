@@ -84,8 +84,10 @@ func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, ne
 
 func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
 
-func (osFS) List(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir) // sorted by name
+func (osFS) List(dir string) ([]string, error) { return entryNames(os.ReadDir(dir)) } // sorted by name
+
+// entryNames returns the names of entries, or err.
+func entryNames(entries []fs.DirEntry, err error) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
