@@ -431,10 +431,16 @@ func splitAt(a, b []byte, k int) (ha, hb, ta, tb []byte) {
 func (s *rotSink) switchAt(c uint64, reopen bool) error {
 	if reopen {
 		s.reopenAt = 0
-		if err := s.reopen(); err != nil {
+		switched, err := s.reopen()
+		if err != nil {
 			// Nothing changed: the Ring writes on to the file it
 			// has, and Reopen returns the error (finishReopen).
 			s.reopenErr = err
+			return nil
+		}
+		if !switched {
+			// Nothing was renamed: the file goes on, and so does its
+			// count toward MaxBytes, from where it began.
 			return nil
 		}
 	} else if err := s.rotate(); err != nil {
@@ -498,26 +504,27 @@ func (s *rotSink) runSchedule(tail func() uint64) {
 // the file's name again: logrotate's rename-and-create. The new file is
 // locked before the old one's lock is released (by the closer, after the
 // old file's sync and close). If the path still names the current file
-// (nothing was renamed), the file is kept. REQUIRES: s.mu held.
-func (s *rotSink) reopen() error {
+// (nothing was renamed), the file is kept: switched is false.
+// REQUIRES: s.mu held.
+func (s *rotSink) reopen() (switched bool, err error) {
 	if l, ok := s.lock.(*fileLock); ok && l.holds(s.path) {
-		return nil
+		return false, nil
 	}
 	lock, err := s.lockFile(s.path, s.perm)
 	if err != nil {
-		return &opError{op: "reopen", err: err}
+		return false, &opError{op: "reopen", err: err}
 	}
 	cur, err := openFileSink(s.fsys, s.path, s.perm)
 	if err != nil {
 		lock.Close()
-		return &opError{op: "reopen", err: err}
+		return false, &opError{op: "reopen", err: err}
 	}
 	old := rotated{f: s.cur.f, lock: s.lock}
 	s.cur, s.lock = cur, lock
 	s.gen++
 	s.reopens.Add(1)
 	s.closer.push(old)
-	return nil
+	return true, nil
 }
 
 // rotate renames the current file to a backup, opens a new file under the
