@@ -61,13 +61,15 @@
 // producer's path lock-free: a record's claim position is its byte offset
 // in the log, so a producer knows, from its own claim, whether the record
 // holds a multiple of 4 KiB of the log (a mark). If it does, it stores
-// the record's start in the mark's slot before it commits: one store per
-// 4 KiB of records. The flusher knows where the current file began, so
-// it knows the first mark at least MaxBytes - 4 KiB past it; when a write
-// reaches the start of the record holding that mark, it writes the bytes
-// before it to the file, renames the file, creates the next one and goes
-// on with the rest. A file is therefore at most MaxBytes long (unless one
-// record is longer) and at least MaxBytes - 4 KiB - one record.
+// the record's start and end in the mark's slots before it commits: two
+// stores per 4 KiB of records. The flusher knows where the current file
+// began, so it knows the first mark at least MaxBytes - 4 KiB past it;
+// when a write reaches the start of the record holding that mark, it
+// writes the bytes before it to the file, renames the file, creates the
+// next one and goes on with the rest. (If that record is the file's
+// first, the cut comes at its end instead.) A file is therefore at most
+// MaxBytes long (unless one record is longer) and at least MaxBytes -
+// 4 KiB - one record.
 //
 // Rotate.Every adds a schedule: at each boundary a goroutine asks for a cut
 // at the claim tail, which is a record boundary, and the flusher makes it

@@ -38,11 +38,12 @@ const BackupTimeFormat = "2006-01-02T15-04-05.000"
 // across files. See the package doc for the mechanism.
 type Rotate struct {
 	// MaxBytes bounds the size of each file: a file is cut at the start of
-	// the last record that begins no more than MaxBytes - 4 KiB into it,
-	// and the record that crosses it starts the next file. A file is thus
-	// at most MaxBytes long, unless one record is longer than that, and
-	// at least MaxBytes minus 4 KiB minus one record. At least
-	// MinRotateBytes.
+	// the record that holds the first multiple of 4 KiB of the log at
+	// least MaxBytes - 4 KiB into it, and that record starts the next
+	// file (unless it is the file's first: the cut then comes after it).
+	// A file is thus at most MaxBytes long, unless one record is longer
+	// than that, and at least MaxBytes minus 4 KiB minus one record. At
+	// least MinRotateBytes.
 	MaxBytes int64
 	// MaxBackups is the number of backups to keep; older ones are
 	// deleted. Zero keeps them all.
@@ -143,8 +144,8 @@ const _markShift = 12
 // so that zero means unset) in the mark's slot before it commits. A claim
 // is a record (with its drop marker, if any), so every stored value is a
 // record boundary. Producers compute their marks from their own claim with
-// two shifts and do no more unless the claim holds one: one store per
-// 4 KiB of records, no lock, no allocation.
+// two shifts and do no more unless the claim holds one: two stores (ends,
+// below, and the start) per 4 KiB of records, no lock, no allocation.
 //
 // The slots form a ring indexed by mark number. Producers run at most the
 // ring's Size ahead of the flusher, and the slot count covers twice that,
@@ -152,8 +153,14 @@ const _markShift = 12
 // about or a value from a mark at least 2×Size earlier, which the flusher
 // recognises as stale (the start of the claim holding mark j lies within
 // one claim below it).
+//
+// ends holds, in the same way, the end of the claim that holds each mark
+// (plus one), stored before the start so that a flusher that reads the
+// start reads the end too: a rotation whose file begins with a record
+// that holds the cut's mark ends the file right after that record.
 type marks struct {
 	slots []atomic.Uint64
+	ends  []atomic.Uint64
 	mask  uint64
 }
 
@@ -162,7 +169,7 @@ func newMarks(ringSize int) *marks {
 	for n < 2*ringSize>>_markShift+2 {
 		n <<= 1
 	}
-	return &marks{slots: make([]atomic.Uint64, n), mask: uint64(n - 1)}
+	return &marks{slots: make([]atomic.Uint64, n), ends: make([]atomic.Uint64, n), mask: uint64(n - 1)}
 }
 
 // mark records the claim [pos, pos+n) in the slot of each mark it holds.
@@ -176,8 +183,23 @@ func (m *marks) mark(pos uint64, n int) {
 
 func (m *marks) set(pos, end uint64) {
 	for j := (pos + 1<<_markShift - 1) >> _markShift; j <= (end-1)>>_markShift; j++ {
+		m.ends[j&m.mask].Store(end + 1)
 		m.slots[j&m.mask].Store(pos + 1)
 	}
+}
+
+// end returns the end of the claim that holds mark j, if that claim was
+// committed, as start does its start. Flusher only.
+func (m *marks) end(j uint64, maxClaim int) (end uint64, ok bool) {
+	v := m.ends[j&m.mask].Load()
+	if v == 0 {
+		return 0, false
+	}
+	end, at := v-1, j<<_markShift
+	if end <= at || end-at > uint64(maxClaim) {
+		return 0, false // stale: left by an earlier mark of this slot
+	}
+	return end, true
 }
 
 // start returns the start of the claim that holds mark j, if that claim
@@ -367,10 +389,14 @@ func (s *rotSink) Write(pos uint64, a, b []byte) error {
 			c, ok = s.marks.start(s.cutMark, s.maxClaim)
 			if ok && c <= s.start {
 				// One record spans the file from its start past the
-				// mark: the file ends after it, at the next mark's
-				// claim.
-				s.cutMark++
-				continue
+				// mark: the file ends right after it.
+				c, ok = s.marks.end(s.cutMark, s.maxClaim)
+				if !ok {
+					// Its end was overwritten by a later mark of
+					// the slot: cut at the next mark's claim.
+					s.cutMark++
+					continue
+				}
 			}
 		}
 		if s.rotateAt != 0 && s.rotateAt-1 <= s.start {
