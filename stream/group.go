@@ -771,9 +771,11 @@ func (g *Group) ackSlot(sl *slot, seq uint64) (bool, error) {
 // It does no I/O and does not allocate. A record not delivered by this
 // group is ErrNotDelivered. After Close the ack cannot be recorded and is
 // ErrClosed (the group opened next delivers the record again), except for
-// a record below the committed position, acked already. An ack of any
-// delivery of the record acks it: a member whose delivery expired and
-// went to another member may still ack what it processed.
+// a record below the committed position, acked already; a record acked
+// before Close above that position is ErrClosed too, as it comes again
+// all the same. An ack of any delivery of the record acks it: a member
+// whose delivery expired and went to another member may still ack what
+// it processed.
 func (g *Group) Ack(seq uint64) error {
 	if seq < g.c.Committed() {
 		return nil
@@ -786,6 +788,11 @@ func (g *Group) Ack(seq uint64) error {
 		return fmt.Errorf("%w: group %q: record %d", ErrNotDelivered, g.name, seq)
 	}
 	acked, err := g.ackSlot(sl, seq)
+	if err == nil && !acked && g.closing.Load() {
+		// Acked in its slot already, perhaps by an Ack that the close
+		// refused: the cursor may never have had it.
+		err = wal.ErrClosed
+	}
 	if err != nil {
 		// The group was closed: its last checkpoint is written, and the
 		// group opened after it delivers seq again.
@@ -817,10 +824,10 @@ func (g *Group) Nack(seq uint64) error { return g.nack(seq, 0) }
 
 // NackMsg is Nack of the delivery m (its Seq and Delivery, as Next
 // returned them): a delivery that is no longer the record's current one
-// (it expired and the record went out again, or another member nacked
-// it) is ErrNotDelivered, and the record, in another member's hands or
-// queued to go out again, is left as it is. An ack of any delivery acks
-// the record (see Ack).
+// (it expired or was nacked, by another member or by a NackMsg before,
+// whether or not the record went out again since) is ErrNotDelivered,
+// and the record, in another member's hands or queued to go out again,
+// is left as it is. An ack of any delivery acks the record (see Ack).
 func (g *Group) NackMsg(m Msg) error {
 	if m.Delivery < 1 {
 		return fmt.Errorf("%w: stream %q: group %q: record %d: delivery %d (deliveries count from 1)", ErrNotDelivered, g.s.name, g.name, m.Seq, m.Delivery)
@@ -845,6 +852,12 @@ func (g *Group) nack(seq uint64, delivery int) error {
 		n := sl.n
 		g.mu.Unlock()
 		return fmt.Errorf("%w: stream %q: group %q: record %d: delivery %d is not its current one (delivery %d)", ErrNotDelivered, g.s.name, g.name, seq, delivery, n)
+	}
+	if delivery != 0 && sl.queued {
+		// Nacked, or expired, and queued to go out again: the delivery
+		// is over, and the record is left as it is.
+		g.mu.Unlock()
+		return fmt.Errorf("%w: stream %q: group %q: record %d: delivery %d was nacked or expired, and the record is queued to go out again", ErrNotDelivered, g.s.name, g.name, seq, delivery)
 	}
 	g.nacked.Add(1)
 	dead := g.expireLocked(sl, seq)
@@ -1089,7 +1102,7 @@ type GroupStats struct {
 	// retention deleted before this group got them.
 	Dead, Skipped uint64
 	// Pending is the number of records delivered and not yet acked;
-	// Redeliveries those queued to go out again.
+	// Redeliveries those of them queued to go out again.
 	Pending, Redeliveries int
 	// LagRecords is the number of records published and not yet
 	// delivered; LagBytes their size, frames included, estimated from the
@@ -1115,9 +1128,14 @@ func (g *Group) Stats() GroupStats {
 	out := GroupStats{
 		Committed:     g.c.Committed(),
 		Next:          g.mu.next,
-		Redeliveries:  len(g.mu.redo),
 		Delivered:     g.mu.delivered,
 		ConsumedBytes: g.mu.consumedBytes,
+	}
+	for _, seq := range g.mu.redo {
+		// Not those acked since they were queued: Next passes them.
+		if sl := &g.slots[seq&g.mask]; sl.seq.Load() == seq && sl.acked.Load() != seq {
+			out.Redeliveries++
+		}
 	}
 	now := g.now()
 	var oldest int64 = -1
