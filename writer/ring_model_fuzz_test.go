@@ -51,8 +51,13 @@ func FuzzRingModel(f *testing.F) {
 		{0x07, 0, 1, 2, 0, 63, 7, 8, 50, 1, 63, 33, 8, 120, 0, 63, 4, 11, 8, 180, 2, 63, 5},
 		// Drop policy, rotation, two writers.
 		{0x09, 3, 0, 0, 4, 63, 100, 4, 63, 200, 0, 63, 3, 5, 4, 40, 1},
+		// Drop policy with markers: big records back to back.
+		{0x29, 0, 0, 0, 4, 255, 4, 255, 4, 255, 4, 255, 4, 200, 0, 63, 9, 4, 255, 4, 255, 11, 4, 255, 4, 250, 0, 20, 1},
 		// Every: an hourly schedule with clock steps, MaxTotalBytes small.
 		{0x11, 0, 0, 3, 0, 30, 2, 8, 70, 0, 30, 9, 8, 70, 1, 30, 8, 9, 3, 11},
+		// copytruncate: refused with ErrTruncated, then OpenFile again.
+		{0x01, 0, 0, 0, 0, 40, 3, 14, 9, 0, 20, 1, 14, 5, 0, 30, 7},
+		{0x00, 0, 0, 0, 0, 40, 3, 14, 9, 0, 20, 1, 14, 5, 11, 0, 30, 14, 1},
 		// A record too large, Flush, Sync after Close of a reopened Ring.
 		{0x01, 2, 3, 1, 13, 0, 20, 4, 5, 6, 11, 13, 2, 63, 250, 6, 10, 3},
 	} {
@@ -80,6 +85,7 @@ const (
 	opSession             // Close, check, OpenFile again
 	opReopen              // Reopen with nothing renamed
 	opTooLarge            // a record larger than MaxRecord
+	opTruncate            // size: truncate the file (copytruncate), write, Sync
 	modelOps
 )
 
@@ -120,8 +126,18 @@ type ringModel struct {
 	session struct {
 		accepted, bytes uint64 // Write calls that returned len(p), nil
 		renamed         bool   // a file was renamed away without a Flush first
+		// truncated is one more than the seq of the first record
+		// written after the file was truncated under the Ring (which
+		// then fails with ErrTruncated), or 0.
+		truncated uint64
 	}
-	written uint64 // sum of WrittenRecords over closed sessions
+	// unwritten holds [from, to) seq ranges of records accepted after a
+	// truncation failed their Ring: they may be in no file.
+	unwritten [][2]uint64
+	sticky    bool   // a session ended with a sticky error
+	written   uint64 // sum of WrittenRecords over closed sessions
+	dropped   uint64 // sum of DroppedRecords over closed sessions
+	markers   uint64 // sum of Markers over closed sessions
 
 	seq  uint64
 	next [3]uint64 // next counter of each writer
@@ -156,6 +172,7 @@ func runRingModel(t *testing.T, data []byte) {
 	m.opts = RingOptions{Size: 64 << 10, clock: m.clk, fsys: m.fsys}
 	if flags&0x08 != 0 {
 		m.opts.Full = Drop
+		m.opts.DropMarkers = flags&0x20 != 0
 	}
 	if flags&0x01 != 0 {
 		m.rot = &Rotate{
@@ -219,7 +236,7 @@ func (m *ringModel) open() {
 		m.t.Fatalf("OpenFile: %v", err)
 	}
 	m.r = r
-	m.session.accepted, m.session.bytes, m.session.renamed = 0, 0, false
+	m.session.accepted, m.session.bytes, m.session.renamed, m.session.truncated = 0, 0, false, 0
 }
 
 func (m *ringModel) step(in *modelInput) {
@@ -336,11 +353,62 @@ func (m *ringModel) step(in *modelInput) {
 	case opSession:
 		m.closeAndCheck()
 		m.open()
+	case opTruncate:
+		m.truncate(27 + int(in.byte())*3)
 	case opTooLarge:
 		p := make([]byte, m.r.MaxRecord()+1)
 		if n, err := m.r.Write(p); n != 0 || !errors.Is(err, ErrTooLarge) {
 			t.Fatalf("Write of %d bytes (MaxRecord %d) = %d, %v; want ErrTooLarge", len(p), m.r.MaxRecord(), n, err)
 		}
+	}
+}
+
+// truncate truncates the file under the Ring, as logrotate's copytruncate
+// does, then writes a record and syncs: the Ring must refuse to write on
+// at its offset, with a sticky error wrapping ErrTruncated that names the
+// file, unless a rotation started a new file first. The records the
+// file held leave the log (the model keeps them as pruned ones).
+func (m *ringModel) truncate(size int) {
+	t := m.t
+	t.Helper()
+	if m.session.truncated != 0 {
+		return
+	}
+	if err := m.r.Flush(context.Background()); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	data := readFile(t, m.path)
+	if len(data) == 0 {
+		return // nothing to refuse: the Ring's offset is 0
+	}
+	rotations := m.r.Stats().Rotations
+	if err := os.Truncate(m.path, 0); err != nil {
+		t.Fatal(err)
+	}
+	m.fsys.mu.Lock()
+	m.fsys.pruned = append(m.fsys.pruned, prunedFile{name: "app.log (truncated)", data: data})
+	m.fsys.mu.Unlock()
+	seq := m.seq
+	m.write(0, size)
+	err := m.r.Sync()
+	switch {
+	case err == nil:
+		if m.r.Stats().Rotations == rotations {
+			t.Fatalf("Sync after the file was truncated from %d bytes: nil, want ErrTruncated", len(data))
+		}
+	case !errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), m.path):
+		t.Fatalf("Sync after the file was truncated = %v, want ErrTruncated naming %s", err, m.path)
+	default:
+		m.session.truncated = seq + 1
+		if n, err := m.r.Write([]byte("after\n")); n != 0 || !errors.Is(err, ErrTruncated) {
+			t.Fatalf("Write after ErrTruncated = %d, %v", n, err)
+		}
+		if err := m.r.Flush(context.Background()); !errors.Is(err, ErrTruncated) {
+			t.Fatalf("Flush after ErrTruncated = %v", err)
+		}
+		// The Ring is done for: the operations go on with the next.
+		m.closeAndCheck()
+		m.open()
 	}
 }
 
@@ -372,36 +440,52 @@ func (m *ringModel) closeAndCheck() {
 	r := m.r
 	err := r.Close()
 	m.r = nil
-	if err != nil {
+	// After a sticky error every call returns it, Close and the calls
+	// after Close too.
+	want := ErrClosed
+	if m.session.truncated != 0 {
+		want = ErrTruncated
+		if !errors.Is(err, ErrTruncated) {
+			t.Fatalf("Close after ErrTruncated = %v", err)
+		}
+		m.unwritten = append(m.unwritten, [2]uint64{m.session.truncated - 1, m.seq})
+		m.sticky = true
+	} else if err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if err := r.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
+	if err2 := r.Close(); err2 != err {
+		t.Errorf("second Close: %v, first %v", err2, err)
 	}
-	if n, err := r.Write([]byte("late\n")); n != 0 || !errors.Is(err, ErrClosed) {
-		t.Errorf("Write after Close = %d, %v; want ErrClosed", n, err)
+	if n, err := r.Write([]byte("late\n")); n != 0 || !errors.Is(err, want) {
+		t.Errorf("Write after Close = %d, %v; want %v", n, err, want)
 	}
-	if err := r.Flush(context.Background()); !errors.Is(err, ErrClosed) {
-		t.Errorf("Flush after Close = %v; want ErrClosed", err)
+	if err := r.Flush(context.Background()); !errors.Is(err, want) {
+		t.Errorf("Flush after Close = %v; want %v", err, want)
 	}
-	if err := r.Sync(); !errors.Is(err, ErrClosed) {
-		t.Errorf("Sync after Close = %v; want ErrClosed", err)
+	if err := r.Sync(); !errors.Is(err, want) {
+		t.Errorf("Sync after Close = %v; want %v", err, want)
 	}
-	if err := r.Reopen(); !errors.Is(err, ErrClosed) {
-		t.Errorf("Reopen after Close = %v; want ErrClosed", err)
+	if err := r.Reopen(); !errors.Is(err, want) {
+		t.Errorf("Reopen after Close = %v; want %v", err, want)
 	}
 	st := r.Stats()
 	if st.Records != m.session.accepted || st.Bytes != m.session.bytes {
 		t.Errorf("Stats: %d records, %d bytes; %d and %d accepted", st.Records, st.Bytes, m.session.accepted, m.session.bytes)
 	}
-	if st.Records != st.WrittenRecords+st.DroppedRecords || st.Bytes != st.WrittenBytes+st.DroppedBytes {
+	if m.session.truncated != 0 {
+		// The records still buffered are lost: QueuedBytes counts them.
+		if st.Records < st.WrittenRecords+st.DroppedRecords || st.QueuedBytes == 0 {
+			t.Errorf("Stats after ErrTruncated: %d records, %d written, %d dropped, %d bytes queued",
+				st.Records, st.WrittenRecords, st.DroppedRecords, st.QueuedBytes)
+		}
+	} else if st.Records != st.WrittenRecords+st.DroppedRecords || st.Bytes != st.WrittenBytes+st.DroppedBytes {
 		t.Errorf("Stats after Close: %d records = %d written + %d dropped? %d bytes = %d + %d?",
 			st.Records, st.WrittenRecords, st.DroppedRecords, st.Bytes, st.WrittenBytes, st.DroppedBytes)
 	}
 	if m.opts.Full != Drop && st.DroppedRecords != 0 {
 		t.Errorf("%d records dropped by a blocking Ring", st.DroppedRecords)
 	}
-	if st.QueuedBytes != 0 {
+	if st.QueuedBytes != 0 && m.session.truncated == 0 {
 		t.Errorf("%d bytes queued after Close", st.QueuedBytes)
 	}
 	if m.rot == nil && (st.Rotations != 0 || st.RotationErrors != 0) {
@@ -411,6 +495,11 @@ func (m *ringModel) closeAndCheck() {
 		t.Errorf("%d rotation errors", st.RotationErrors)
 	}
 	m.written += st.WrittenRecords
+	m.dropped += st.DroppedRecords
+	m.markers += st.Markers
+	if !m.opts.DropMarkers && st.Markers != 0 {
+		t.Errorf("%d drop markers without DropMarkers", st.Markers)
+	}
 	t.Logf("session: %d records (%d dropped), %d rotations, %d reopens, %d rotation errors, %d renamed, %d pruned",
 		st.Records, st.DroppedRecords, st.Rotations, st.Reopens, st.RotationErrors, len(m.renamed), len(m.fsys.pruned))
 	m.fsys.mu.Lock()
@@ -522,6 +611,9 @@ type modelFile struct {
 	name string
 	recs [][2]uint64
 	data []byte
+	// markers counts the drop marker lines, and dropped the drops they
+	// report.
+	markers, dropped uint64
 }
 
 // checkRecords checks every record in the files (and in the backups
@@ -539,7 +631,10 @@ func (m *ringModel) checkRecords() {
 	}
 	chain = append(chain, m.parse("app.log", readFile(t, m.path)))
 	seen := make(map[[2]uint64]string)
+	var markers, dropped uint64
 	count := func(f modelFile) {
+		markers += f.markers
+		dropped += f.dropped
 		for _, k := range f.recs {
 			if prev, ok := seen[k]; ok {
 				t.Fatalf("record %d/%d in %s and %s", k[0], k[1], prev, f.name)
@@ -549,8 +644,7 @@ func (m *ringModel) checkRecords() {
 	}
 	// Each writer's records in order across the backups, oldest first,
 	// and the file.
-	var last [3]int64
-	last = [3]int64{-1, -1, -1}
+	last := [3]int64{-1, -1, -1}
 	for _, f := range chain {
 		count(f)
 		if m.rot != nil && int64(len(f.data)) > m.rot.MaxBytes {
@@ -599,8 +693,16 @@ func (m *ringModel) checkRecords() {
 	if uint64(len(seen)) != m.written {
 		t.Errorf("%d records in the files, %d written (Stats)", len(seen), m.written)
 	}
+	// One goroutine closes, with no drop racing it: every drop is
+	// reported, by a marker before the next record or at Close.
+	if !m.sticky && (markers != m.markers || m.opts.DropMarkers && dropped != m.dropped) {
+		t.Errorf("%d markers reporting %d drops in the files; Stats: %d markers, %d drops", markers, dropped, m.markers, m.dropped)
+	}
 	if m.opts.Full != Drop {
-		for k := range m.recs {
+		for k, rec := range m.recs {
+			if slices.ContainsFunc(m.unwritten, func(u [2]uint64) bool { return u[0] <= rec.seq && rec.seq < u[1] }) {
+				continue
+			}
 			if _, ok := seen[k]; !ok {
 				t.Fatalf("record %d/%d accepted and not dropped is in no file", k[0], k[1])
 			}
@@ -620,6 +722,11 @@ func (m *ringModel) parse(name string, data []byte) modelFile {
 		}
 		line := data[:i+1]
 		data = data[i+1:]
+		if n, ok := parseMarker(line); ok {
+			f.markers++
+			f.dropped += n
+			continue
+		}
 		w, c, err := payload.Decode(line)
 		if err != nil {
 			t.Fatalf("%s: %v: %q", name, err, line[:min(len(line), 40)])
@@ -632,6 +739,18 @@ func (m *ringModel) parse(name string, data []byte) modelFile {
 		f.recs = append(f.recs, k)
 	}
 	return f
+}
+
+// parseMarker returns the number of drops a drop marker line reports.
+func parseMarker(line []byte) (n uint64, ok bool) {
+	rest, ok := bytes.CutPrefix(line, []byte("appendlog: "))
+	if !ok {
+		return 0, false
+	}
+	if _, err := fmt.Sscanf(string(rest), "%d records dropped\n", &n); err != nil || n == 0 {
+		return 0, false
+	}
+	return n, bytes.Equal(appendMarker(nil, n), line)
 }
 
 // readDecompressed reads a backup, decompressing it by its suffix.
