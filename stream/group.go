@@ -878,7 +878,12 @@ func (g *Group) expireLocked(sl *slot, seq uint64) (dead bool) {
 		return false
 	}
 	if g.opts.MaxDeliver > 0 && int(sl.n) >= g.opts.MaxDeliver {
-		_, _ = g.ackSlot(sl, seq) // a closed group stops at its next call
+		// A member's Ack, which takes no lock, may have come since the
+		// caller saw the record unacked: then it is acked, not dead.
+		// (A closed group's ack fails; it stops at its next call.)
+		if first, _ := g.ackSlot(sl, seq); !first {
+			return false
+		}
 		g.dead.Add(1)
 		return true
 	}
