@@ -53,7 +53,8 @@
 // the name moves on a millisecond instead), and a new app.log takes its
 // place.
 // Backups are then gzipped (Compress) and the oldest deleted (MaxBackups,
-// MaxAge, MaxTotalBytes). The bytes a file holds when OpenFile opens it
+// MaxAge, MaxTotalBytes). Backups are regular files: a directory or a
+// symbolic link under a backup's name is left alone. The bytes a file holds when OpenFile opens it
 // count toward MaxBytes; a file already at MaxBytes (or within 4 KiB of
 // it) is rotated first.
 //

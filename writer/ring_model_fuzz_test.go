@@ -58,6 +58,8 @@ func FuzzRingModel(f *testing.F) {
 		// copytruncate: refused with ErrTruncated, then OpenFile again.
 		{0x01, 0, 0, 0, 0, 40, 3, 14, 9, 0, 20, 1, 14, 5, 0, 30, 7},
 		{0x00, 0, 0, 0, 0, 40, 3, 14, 9, 0, 20, 1, 14, 5, 11, 0, 30, 14, 1},
+		// A directory and a link under backups' names, MaxBackups 1, gzip.
+		{0x03, 1, 0, 0, 9, 12, 9, 13, 0, 63, 3, 0, 63, 9, 11, 0, 30, 2},
 		// A record too large, Flush, Sync after Close of a reopened Ring.
 		{0x01, 2, 3, 1, 13, 0, 20, 4, 5, 6, 11, 13, 2, 63, 250, 6, 10, 3},
 	} {
@@ -341,15 +343,7 @@ func (m *ringModel) step(in *modelInput) {
 	case opClock:
 		m.clk.Advance(time.Duration(int(in.byte())+1) * time.Minute)
 	case opPlant:
-		name := modelLookalikes[int(in.byte())%len(modelLookalikes)]
-		if _, ok := m.planted[name]; ok {
-			break
-		}
-		content := []byte("not a backup: " + name + "\n")
-		if err := os.WriteFile(filepath.Join(m.dir, name), content, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		m.planted[name] = content
+		m.plant(int(in.byte()) % (len(modelLookalikes) + 2))
 	case opSession:
 		m.closeAndCheck()
 		m.open()
@@ -508,18 +502,72 @@ func (m *ringModel) closeAndCheck() {
 	}
 	m.fsys.violations = nil
 	m.fsys.mu.Unlock()
+	m.checkPlanted()
 	if t.Failed() {
 		t.FailNow()
 	}
-	m.checkPlanted()
 	m.checkPruned()
 	m.checkRecords()
 }
 
-// checkPlanted checks that every planted file is still there, unchanged.
+// plant puts a file in the directory that is not a backup: lookalike i,
+// or, past them, a directory or a symbolic link (to a file elsewhere)
+// under a backup's name. Only rotation makes backups, and only regular
+// files.
+func (m *ringModel) plant(i int) {
+	t := m.t
+	t.Helper()
+	var name string
+	switch i - len(modelLookalikes) {
+	case 0:
+		name = "app-2020-01-01T00-00-00.000.log"
+	case 1:
+		name = "app-2020-01-02T00-00-00.000.log"
+	default:
+		name = modelLookalikes[i]
+	}
+	if _, ok := m.planted[name]; ok {
+		return
+	}
+	content := []byte("not a backup: " + name + "\n")
+	full := filepath.Join(m.dir, name)
+	var err error
+	switch i - len(modelLookalikes) {
+	case 0:
+		err = os.Mkdir(full, 0o755)
+		content = nil
+	case 1:
+		target := filepath.Join(t.TempDir(), "elsewhere.log")
+		if err := os.WriteFile(target, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err = os.Symlink(target, full)
+	default:
+		err = os.WriteFile(full, content, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.planted[name] = content
+}
+
+// checkPlanted checks that every planted file is still there, unchanged:
+// directories are directories, links links to a file that is unchanged.
 func (m *ringModel) checkPlanted() {
 	for name, want := range m.planted {
-		got, err := os.ReadFile(filepath.Join(m.dir, name))
+		full := filepath.Join(m.dir, name)
+		fi, err := os.Lstat(full)
+		if err != nil {
+			m.t.Errorf("planted %s: %v", name, err)
+			continue
+		}
+		if want == nil {
+			if !fi.IsDir() {
+				m.t.Errorf("planted directory %s: now %v", name, fi.Mode())
+			}
+			continue
+		}
+		got, err := os.ReadFile(full)
 		if err != nil || !bytes.Equal(got, want) {
 			m.t.Errorf("planted %s: %q, %v", name, got, err)
 		}
@@ -552,7 +600,7 @@ func listBackups(path string) ([]modelBackup, error) {
 	var bs []modelBackup
 	for _, e := range ents {
 		bt, ok := backupTime(path, e.Name(), false)
-		if !ok {
+		if !ok || !e.Type().IsRegular() {
 			continue
 		}
 		fi, err := e.Info()

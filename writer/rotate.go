@@ -894,18 +894,25 @@ type backup struct {
 	t    time.Time
 }
 
-// backups lists the backups of the file, newest first. Names of files
-// being compressed (.gz.tmp, .zst.tmp) are not backups.
+// backups lists the backups of the file, newest first: regular files
+// under a backup's name. Names of files being compressed (.gz.tmp,
+// .zst.tmp) are not backups.
 func (s *rotSink) backups() []backup {
 	dir := filepath.Dir(s.path)
-	names, err := s.fsys.List(dir)
+	ents, err := s.fsys.ReadDir(dir)
 	if err != nil {
 		return nil
 	}
 	var bs []backup
-	for _, n := range names {
-		if t, ok := backupTime(s.path, n, s.rot.LocalTime); ok {
-			bs = append(bs, backup{name: filepath.Join(dir, n), t: t})
+	for _, e := range ents {
+		// Rotation makes regular files only: a directory or a symbolic
+		// link under a backup's name is someone else's, never to be
+		// compressed (through the link) or deleted.
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if t, ok := backupTime(s.path, e.Name(), s.rot.LocalTime); ok {
+			bs = append(bs, backup{name: filepath.Join(dir, e.Name()), t: t})
 		}
 	}
 	slices.SortFunc(bs, func(x, y backup) int { return -x.t.Compare(y.t) })
