@@ -116,6 +116,13 @@ func (m *gmodel) window() uint64 {
 	return uint64(m.opts.MaxAckPending)
 }
 
+// queue records that record seq, rc, was queued to go out again.
+func (m *gmodel) queue(rc *mrec, seq uint64) {
+	rc.queued = true
+	i, _ := slices.BinarySearch(m.redo, seq)
+	m.redo = slices.Insert(m.redo, i, seq)
+}
+
 // queuedRedo returns the records queued to go out again: m.redo without
 // the acked ones.
 func (m *gmodel) queuedRedo() int {
@@ -472,16 +479,12 @@ func (r *modelRun) nack(m *gmodel, seq uint64, d int, msg bool) {
 	if !rc.queued && m.eligible(rc, time.Now()) {
 		// The timer may have queued it, unseen.
 		if msg && errors.Is(err, ErrNotDelivered) {
-			rc.queued = true
-			i, _ := slices.BinarySearch(m.redo, seq)
-			m.redo = slices.Insert(m.redo, i, seq)
+			m.queue(rc, seq)
 			return
 		}
 		r.isErr(what+" of an expired record", err, nil)
 		m.nacked++
-		rc.queued = true
-		i, _ := slices.BinarySearch(m.redo, seq)
-		m.redo = slices.Insert(m.redo, i, seq)
+		m.queue(rc, seq)
 		return
 	}
 	if rc.queued {
@@ -503,9 +506,7 @@ func (r *modelRun) nack(m *gmodel, seq uint64, d int, msg bool) {
 		m.want = append(m.want, deadReport{seq, rc.n})
 		return
 	}
-	rc.queued = true
-	i, _ := slices.BinarySearch(m.redo, seq)
-	m.redo = slices.Insert(m.redo, i, seq)
+	m.queue(rc, seq)
 }
 
 // settle lets every delivery of slow group m expire and waits for the
