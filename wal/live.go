@@ -197,8 +197,18 @@ func (r *Reader) nextLive() bool {
 			r.finish(r.corrupt(r.off, err))
 			return false
 		}
-		if fr.Kind == frame.KindFooter && r.fol != nil && r.ls.end.Load() == 0 {
-			// The writer sealed the segment: the next one starts here.
+		if fr.Kind == frame.KindFooter && r.fol != nil {
+			// The writer sealed the segment: the next one starts here. The
+			// table may already give the segment an end, and a later one:
+			// the start of the next segment its listing showed, where a
+			// listing that ran while the writer renamed segments into place
+			// (it is not a snapshot) can have missed the ones between. The
+			// footer, which must describe the records before it, is the
+			// truth; advance lists the directory again.
+			if err := r.checkFooterFrame(fr, r.off); err != nil {
+				r.finish(r.corrupt(r.off, &misplacedFrame{Offset: r.off, Err: err}))
+				return false
+			}
 			r.ls.end.Store(r.expect)
 			continue
 		}
@@ -358,6 +368,18 @@ func (r *Reader) advance() bool {
 		}
 	}
 	next, err := r.tab.acquire(end)
+	if err == nil && next.firstSeq != end && r.fol != nil && r.tab.after(next.firstSeq) {
+		// A listing is not a snapshot: one that ran while the writer
+		// renamed segments into place can show a later segment and miss
+		// the one starting at end. A listing that starts after it saw the
+		// later one shows it, unless it is missing.
+		r.tab.release(next)
+		if err := r.tab.refresh(); err != nil {
+			r.finish(err)
+			return false
+		}
+		next, err = r.tab.acquire(end)
+	}
 	if err != nil {
 		r.finish(err)
 		return false
