@@ -536,13 +536,8 @@ func (s *rotSink) reopen() (switched bool, err error) {
 	if l, ok := s.lock.(*fileLock); ok && l.holds(s.path) {
 		return false, nil
 	}
-	lock, err := s.lockFile(s.path, s.perm)
+	cur, lock, err := s.openLocked()
 	if err != nil {
-		return false, &opError{op: "reopen", err: err}
-	}
-	cur, err := openFileSink(s.fsys, s.path, s.perm)
-	if err != nil {
-		lock.Close()
 		return false, &opError{op: "reopen", err: err}
 	}
 	old := rotated{f: s.cur.f, lock: s.lock}
@@ -551,6 +546,41 @@ func (s *rotSink) reopen() (switched bool, err error) {
 	s.reopens.Add(1)
 	s.closer.push(old)
 	return true, nil
+}
+
+// _openLockedTries bounds how often openLocked takes the lock and the file
+// again when the file was renamed between the two.
+const _openLockedTries = 3
+
+// openLocked locks the file at path and opens it for writing: the file
+// of a rotation or a Reopen. Both open the path, one after the other, so
+// a file renamed away in between (logrotate's rename coming as the Ring
+// rotates or reopens) would leave the lock on one file and the writes on
+// another: the Ring would write a file it does not lock, and a Reopen
+// would later open that same file again as if it were new. So once the
+// file is open, the lock must still name the path; if not, both are let
+// go and taken again.
+func (s *rotSink) openLocked() (*fileSink, io.Closer, error) {
+	for try := 1; ; try++ {
+		lock, err := s.lockFile(s.path, s.perm)
+		if err != nil {
+			return nil, nil, err
+		}
+		cur, err := openFileSink(s.fsys, s.path, s.perm)
+		if err != nil {
+			lock.Close()
+			return nil, nil, err
+		}
+		l, ok := lock.(*fileLock)
+		if !ok || l.f == nil || l.holds(s.path) {
+			return cur, lock, nil // a lock that knows no file cannot tell
+		}
+		cur.close()
+		lock.Close()
+		if try == _openLockedTries {
+			return nil, nil, fmt.Errorf("writer: open %s: renamed by another program while opened, %d times", s.path, try)
+		}
+	}
 }
 
 // rotate renames the current file to a backup, opens a new file under the
@@ -586,13 +616,8 @@ func (s *rotSink) rotate() error {
 	} else {
 		s.last = t
 	}
-	lock, err := s.lockFile(s.path, s.perm)
+	cur, lock, err := s.openLocked()
 	if err != nil {
-		return &opError{op: "rotate", err: err}
-	}
-	cur, err := openFileSink(s.fsys, s.path, s.perm)
-	if err != nil {
-		lock.Close()
 		return &opError{op: "rotate", err: err}
 	}
 	old := rotated{f: s.cur.f, lock: s.lock, name: name}

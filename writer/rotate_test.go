@@ -713,3 +713,45 @@ func TestRotateEveryValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestRotateRenamedWhileOpened renames the file a rotation just locked
+// before the rotation opens it, as logrotate's rename may: the Ring must
+// not write a file other than the one it locked, and the Reopen that
+// follows must not take that file for a new one (it did, and the next
+// backup held MaxBytes plus everything written before the Reopen).
+func TestRotateRenamedWhileOpened(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	locks := 0
+	lock := func(p string, perm os.FileMode) (io.Closer, error) {
+		l, err := lockFile(p, perm)
+		if locks++; locks == 2 { // the first rotation's next file
+			if err := os.Rename(p, filepath.Join(dir, "app.log.1")); err != nil {
+				t.Error(err)
+			}
+		}
+		return l, err
+	}
+	r, err := OpenFile(path, &RingOptions{Size: 64 << 10, Rotate: &Rotate{MaxBytes: MinRotateBytes}, lockFile: lock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf []byte
+	for c := range 600 {
+		if c == 200 {
+			if err := r.Reopen(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		buf, _ = payload.Append(buf[:0], 0, uint64(c), 100)
+		mustWrite(t, r, buf)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	names, contents := rotateFiles(t, vfs.OS(), path)
+	checkRotated(t, names, contents, []uint64{600}, MinRotateBytes)
+	if b := readFile(t, filepath.Join(dir, "app.log.1")); len(b) != 0 {
+		t.Errorf("the file renamed away holds %d bytes", len(b))
+	}
+}
