@@ -287,6 +287,45 @@ func TestReaderSegmentDeletedAfterListing(t *testing.T) {
 	}
 }
 
+// TestOpenReaderBelowFirst: OpenReader from a record below the first the
+// log holds (deleted by TruncateFront) is a *TruncatedError naming both,
+// as NewReader's is, not a Reader that starts at the first record left
+// and skips the deleted ones unsaid; from 0 starts at the first record.
+func TestOpenReaderBelowFirst(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10})
+	for l.Stats().SegmentsCreated < 4 {
+		appendRecs(t, l, 100)
+	}
+	segs, _, _, err := listSegments(vfs.OS(), dir)
+	noErr(t, err)
+	first := segs[2].firstSeq
+	noErr(t, l.TruncateFront(first))
+	if _, err := l.NewReader(first-1, nil); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("NewReader(%d) below FirstSeq %d: %v", first-1, first, err)
+	}
+	noErr(t, l.Close())
+	for _, from := range []uint64{1, first - 1} {
+		r, err := OpenReader(dir, from, nil)
+		var te *TruncatedError
+		if !errors.As(err, &te) || te.Seq != from || te.First != first {
+			if err == nil {
+				r.Next()
+				t.Fatalf("OpenReader(%d) below the first record %d: a Reader, starting at %d; want a *TruncatedError", from, first, r.Seq())
+			}
+			t.Fatalf("OpenReader(%d) below the first record %d: %v; want a *TruncatedError naming both", from, first, err)
+		}
+	}
+	for _, from := range []uint64{0, first} {
+		r, err := OpenReader(dir, from, nil)
+		noErr(t, err)
+		if !r.Next() || r.Seq() != first {
+			t.Fatalf("OpenReader(%d): first record %d (%v), want %d", from, r.Seq(), r.Err(), first)
+		}
+		noErr(t, r.Close())
+	}
+}
+
 // embeddingLog writes a log with writeEmbedding, then damages record 2
 // and repairs it with force: the frames after it move.
 // It returns the index file the first segment had before the repair.

@@ -720,12 +720,6 @@ func (c *Cursor) poll() (seq uint64, rec []byte, ok bool, err error) {
 		var err error
 		if c.fol != nil {
 			r, err = OpenReader(c.dir, c.next, &c.fol.opts)
-			if err == nil && len(r.segs) > 0 && c.next < r.segs[0].firstSeq {
-				// OpenReader would start at the first record left: the
-				// records from c.next on were deleted.
-				err = &TruncatedError{Seq: c.next, First: r.segs[0].firstSeq}
-				r.Close()
-			}
 		} else {
 			r, err = c.l.NewReader(c.next, nil)
 		}

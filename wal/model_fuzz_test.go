@@ -1000,9 +1000,17 @@ func (m *modelLog) offline() {
 }
 
 // openReader reads the closed log from from through with OpenReader: it
-// starts at the first record at or after from that the log holds.
+// starts at record from (0: the first the log holds); a from below the
+// first is a *TruncatedError naming it.
 func (m *modelLog) openReader(from uint64) {
 	r, err := OpenReader(m.dir, from, &m.opts)
+	if from != 0 && from < m.first {
+		var te *TruncatedError
+		if !errors.As(err, &te) || te.Seq != from || te.First != m.first {
+			m.fatalf("OpenReader(%d) below the first record %d: %v, want a *TruncatedError naming both", from, m.first, err)
+		}
+		return
+	}
 	if err != nil {
 		m.fatalf("OpenReader(%d): %v", from, err)
 	}

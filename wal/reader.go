@@ -98,9 +98,13 @@ type TornTail struct {
 	Damage error
 }
 
-// OpenReader returns a Reader positioned before the first record whose
-// sequence number is at least from. A directory that is not a log is a
-// *NotLogError (see Open).
+// OpenReader returns a Reader positioned before record from; 0 means the
+// log's first record. A from below the first record the log still holds
+// (the records before it were deleted by retention or TruncateFront) is a
+// *TruncatedError naming that first record, as for NewReader: a reader
+// that resumes where it stopped learns that records were deleted instead
+// of skipping them. A from past the end waits there (see Following). A
+// directory that is not a log is a *NotLogError (see Open).
 //
 // Following. Next returns false at the end of what the files hold. Wait
 // then follows the log as another process (or another Log in this
@@ -148,6 +152,11 @@ func OpenReader(dir string, from uint64, opts *Options) (*Reader, error) {
 		r.dirInfo = fi
 	}
 	if len(segs) > 0 {
+		if from != 0 && from < segs[0].firstSeq {
+			// Records from `from` on were deleted (retention, TruncateFront):
+			// starting at the first left would skip them unsaid.
+			return nil, &TruncatedError{Seq: from, First: segs[0].firstSeq}
+		}
 		r.expect = segs[0].firstSeq
 		// Start at the last segment whose first record is <= from.
 		if k := sort.Search(len(segs), func(i int) bool { return segs[i].firstSeq > from }); k > 1 {

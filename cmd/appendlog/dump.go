@@ -27,15 +27,17 @@ func newDumpCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dump DIR|FILE",
 		Short: "Print the records of a log",
-		Long: `dump prints one line per record of the log in DIR, from sequence number
---from on:
+		Long: `dump prints one line per record of the log in DIR, from its first record
+on, or from sequence number --from on:
 
   <seq><TAB><payload>
 
 The payload is printed as text when it is valid UTF-8 made of printable
 characters (no tabs, newlines or other control characters), else as
 lowercase hex; --hex prints every payload as hex, which is unambiguous.
-With --count, dump prints only the number of records from --from on.
+With --count, dump prints only the number of records from --from on. A
+--from below the first record the log holds (the records before it were
+deleted by retention) is an error naming the first, exit status 1.
 
 dump reads a log directory without locking and never changes it. A torn tail (see
 "appendlog verify --help") ends the output with a note on stderr. A gap
@@ -67,7 +69,7 @@ exit status 1 and a message naming the file and byte offset.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.Uint64Var(&f.from, "from", 1, "first sequence number to print")
+	fl.Uint64Var(&f.from, "from", 0, "first sequence number to print (0: the log's first record)")
 	fl.BoolVar(&f.count, "count", false, "print only the number of records from --from on")
 	fl.BoolVar(&f.hex, "hex", false, "print every payload as hex")
 	return cmd

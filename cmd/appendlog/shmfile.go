@@ -76,7 +76,7 @@ func (p *shmPrinter) print(rec shmlog.Record) error {
 // checkShmFrom refuses --from on a shared-memory log: its records have
 // positions, not sequence numbers.
 func checkShmFrom(from uint64) error {
-	if from != 1 {
+	if from != 0 {
 		return usagef("--from %d: a shared-memory log has positions, not sequence numbers; --from is for log directories", from)
 	}
 	return nil

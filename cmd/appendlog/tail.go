@@ -40,8 +40,9 @@ default, one line per record as "appendlog dump" prints them:
   <seq><TAB><payload>
 
 --from SEQ prints every record from sequence number SEQ on instead (tail
---from 1 prints the whole log); -n and --from exclude each other (exit
-status 2). -n 0 prints nothing (with -f: only the records appended from
+--from 0 prints the whole log, from the first record it holds; a SEQ below
+that, deleted by retention, is an error naming the first); -n and --from
+exclude each other (exit status 2). -n 0 prints nothing (with -f: only the records appended from
 then on). The last records are those present: a gap that "appendlog
 repair --force" recorded is not counted, and is named on stderr where it
 falls among them. tail finds them without reading the whole log: it reads
@@ -115,7 +116,7 @@ writers that are gone. --from is for log directories only.`,
 	}
 	fl := cmd.Flags()
 	fl.Uint64VarP(&f.lines, "lines", "n", 10, "print the last N records")
-	fl.Uint64Var(&f.from, "from", 1, "first sequence number to print, instead of the last -n records")
+	fl.Uint64Var(&f.from, "from", 0, "first sequence number to print, instead of the last -n records (0: the log's first record)")
 	fl.BoolVarP(&f.follow, "follow", "f", false, "keep printing new records until interrupted")
 	fl.BoolVar(&f.hex, "hex", false, "print every payload as hex")
 	return cmd
@@ -310,7 +311,7 @@ func segmentFirsts(dir string) ([]uint64, error) {
 // after them until ctx is done. A shmlog reader starts at the log's
 // first record, so it reads them all, keeping the last f.lines in a ring.
 func runShmTail(ctx context.Context, stdout io.Writer, path string, f *tailFlags) error {
-	return runShmDump(ctx, stdout, path, &dumpFlags{from: 1, hex: f.hex}, f.follow, &shmRing{n: f.lines})
+	return runShmDump(ctx, stdout, path, &dumpFlags{hex: f.hex}, f.follow, &shmRing{n: f.lines})
 }
 
 // shmRing keeps copies of the last n records added. It grows to n as

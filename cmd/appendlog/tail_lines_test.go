@@ -128,6 +128,21 @@ func TestTailLastLinesRetention(t *testing.T) {
 	if want := walLines(first, n, nil); r.stdout != want {
 		t.Fatalf("tail -n %d printed %d bytes, want %d (seqs %d..%d)\n%s", n, len(r.stdout), len(want), first, n, r.stderr)
 	}
+	// Without --from, dump starts at the first record left; a --from
+	// below it names what was deleted instead of starting later unsaid.
+	r = runInProcess("dump", d)
+	expect(t, r, exitOK)
+	if want := walLines(first, n, nil); r.stdout != want {
+		t.Fatalf("dump printed %d bytes, want %d (seqs %d..%d)\n%s", len(r.stdout), len(want), first, n, r.stderr)
+	}
+	deleted := fmt.Sprintf("record 1 was deleted by retention; the first record available is %d", first)
+	for _, args := range [][]string{{"dump", "--from", "1", d}, {"dump", "--count", "--from", "1", d}, {"tail", "--from", "1", d}, {"tail", "-f", "--from", "1", d}} {
+		r := runInProcess(args...)
+		expect(t, r, exitFailure, deleted)
+		if r.stdout != "" {
+			t.Errorf("%s printed %q", strings.Join(args, " "), r.stdout)
+		}
+	}
 }
 
 // TestTailLastLinesGap: the last records of a log with a gap recorded by
@@ -200,7 +215,7 @@ func TestTailShmLastLines(t *testing.T) {
 		{[]string{"-n", "0", file}, ""},
 		{[]string{"-n", "300", file}, join(want)},
 		{[]string{"-n", "5000", file}, join(want)},
-		{[]string{"--from", "1", file}, join(want)},
+		{[]string{"--from", "0", file}, join(want)},
 	} {
 		r := cli(t, append([]string{"tail"}, tc.args...)...)
 		expect(t, r, exitOK)
