@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
@@ -54,6 +55,8 @@ func TestShipKillRealKafka(t *testing.T) {
 		appendMore(100_000)
 		cmd := exec.Command(cliPath, args...)
 		cmd.Env = cliEnv()
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +66,7 @@ func TestShipKillRealKafka(t *testing.T) {
 		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == -1 { // ended by a signal: ours
 			killed++
 		} else if err != nil {
-			t.Fatalf("trial %d: %v", trial, err)
+			t.Fatalf("trial %d: %v\n%s", trial, err, stderr.Bytes())
 		}
 	}
 	r := cli(t, args...)
