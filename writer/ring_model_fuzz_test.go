@@ -811,6 +811,8 @@ func readDecompressed(t testing.TB, path string) []byte {
 	return b
 }
 
+// decompressed returns b, the content of the file name, gunzipped or
+// zstd-decoded if name says it is compressed.
 func decompressed(name string, b []byte) ([]byte, error) {
 	switch {
 	case strings.HasSuffix(name, ".gz"):

@@ -48,26 +48,9 @@ func rotateFiles(t testing.TB, fsys vfs.FS, path string) (names []string, conten
 	})
 	names = append(names, filepath.Base(path))
 	for _, n := range names {
-		b := readVFS(t, fsys, filepath.Join(dir, n))
-		switch {
-		case strings.HasSuffix(n, ".gz"):
-			zr, err := gzip.NewReader(bytes.NewReader(b))
-			if err != nil {
-				t.Fatalf("%s: %v", n, err)
-			}
-			if b, err = io.ReadAll(zr); err != nil {
-				t.Fatalf("%s: %v", n, err)
-			}
-		case strings.HasSuffix(n, ".zst"):
-			zr, err := zstd.NewReader(bytes.NewReader(b))
-			if err != nil {
-				t.Fatalf("%s: %v", n, err)
-			}
-			b, err = io.ReadAll(zr)
-			zr.Close()
-			if err != nil {
-				t.Fatalf("%s: %v", n, err)
-			}
+		b, err := decompressed(n, readVFS(t, fsys, filepath.Join(dir, n)))
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
 		}
 		contents = append(contents, b)
 	}
