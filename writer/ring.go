@@ -806,7 +806,11 @@ func (r *Ring) abandon() {
 // path (created if missing); records written meanwhile go to one or the
 // other, whole. Reopen returns once the old file has been written, synced
 // and closed, and its lock released; the new file is locked as OpenFile
-// locks it. If nothing was renamed, the file is simply opened again.
+// locks it. If nothing was renamed, the file is simply opened again, and
+// goes on toward Rotate.MaxBytes from where it began. A file Reopen finds
+// at the path with bytes in it already is appended to, and those bytes do
+// not count toward MaxBytes (OpenFile counts them: it starts a file at its
+// size).
 //
 // Only a Ring from OpenFile without Direct can reopen; for others Reopen
 // returns an error and does nothing. If the new file cannot be opened (a

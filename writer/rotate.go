@@ -49,11 +49,15 @@ type Rotate struct {
 	// deleted. Zero keeps them all.
 	MaxBackups int
 	// MaxAge deletes backups whose name says they were rotated longer ago.
-	// Zero keeps them whatever their age.
+	// Zero keeps them whatever their age. Backups are pruned when the file
+	// is rotated and when OpenFile opens it, not on a timer: a Ring that
+	// writes nothing keeps its backups past MaxAge until the next
+	// rotation (Every rotates only files that got a record).
 	MaxAge time.Duration
 	// MaxTotalBytes deletes the oldest backups while the backups together
-	// take more bytes (compressed size for compressed ones). Zero sets no
-	// bound.
+	// take more bytes (compressed size for compressed ones), down to none:
+	// a newest backup larger than MaxTotalBytes on its own is deleted too.
+	// Zero sets no bound.
 	MaxTotalBytes int64
 	// Compression compresses each backup once it is rotated, on the
 	// janitor goroutine: Gzip (name-<time>.log.gz) or Zstd
