@@ -647,16 +647,20 @@ type LogStats struct {
 	// next one.
 	Claims uint64
 	// ActiveFile is the index of the file appends go to; ActiveBytes the
-	// bytes claimed in it (at most Capacity, which bounds each file).
+	// bytes claimed in it (at most Capacity, which bounds each file), also
+	// when another process moved appends to a file this Log has not
+	// appended to yet.
 	ActiveFile, ActiveBytes, Capacity uint64
 	// Padded counts the frames readers padded over because their writer
 	// died before committing them.
 	Padded uint64
 }
 
-// Stats returns a snapshot of the counters: a few atomic loads. Like the
-// other methods it must not run concurrently with Close; after Close it
-// returns the zero LogStats.
+// Stats returns a snapshot of the counters: a few atomic loads, and, when
+// another process moved appends to a file this Log has not mapped, a
+// mapping of that file's header page to load its tail. Like the other
+// methods it must not run concurrently with Close; after Close it returns
+// the zero LogStats.
 func (l *Log) Stats() LogStats {
 	if l.closed.Load() || l.entered == nil {
 		return LogStats{}
@@ -667,10 +671,31 @@ func (l *Log) Stats() LogStats {
 		Capacity:   l.capacity,
 		Padded:     l.hdr.padded().Load(),
 	}
-	if f := l.cur.Load(); f != nil {
+	if f := l.cur.Load(); f != nil && f.idx == s.ActiveFile {
 		s.ActiveBytes = min(f.tail.Load(), l.capacity)
+	} else {
+		s.ActiveBytes = min(l.tailOf(s.ActiveFile), l.capacity)
 	}
 	return s
+}
+
+// tailOf loads the tail of file idx, which this Log has not mapped, from
+// its header page; 0 if the file cannot be read.
+func (l *Log) tailOf(idx uint64) uint64 {
+	f, err := os.Open(fileName(l.path, idx))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || fi.Size() < _hdrSize {
+		return 0 // not whole: loading from the mapping would fault
+	}
+	m, err := sys.Mmap(f, 0, _hdrSize, false)
+	if err != nil {
+		return 0
+	}
+	defer sys.Munmap(m)
+	return sys.Uint64At(m, _offTail).Load()
 }
 
 // Close frees this process's slot and unmaps the log. The last process to
