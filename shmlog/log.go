@@ -125,6 +125,15 @@ type mfile struct {
 	size int64
 	file *os.File
 	id   os.FileInfo // the file mapped: Sync checks that its name still names it
+
+	// gone holds the data offsets of the Reservations whose Commit found
+	// them padded over and dropped their reference, so that a second
+	// Commit does not drop it again (and unmap the file under another
+	// Reservation).
+	gone struct {
+		sync.Mutex
+		offs map[uint64]struct{} // Protected by gone.Mutex.
+	}
 }
 
 // backed reports whether the file backs the data bytes of f below end,
@@ -151,6 +160,23 @@ func (f *mfile) pastEnd(off, n uint64) error {
 func (f *mfile) release() {
 	if f.refs.Add(-1) == 0 && f.retired.Load() {
 		f.unmap()
+	}
+}
+
+// releasePadded releases the reference of the Reservation at data offset
+// off, which was padded over, unless an earlier Commit of it did.
+func (f *mfile) releasePadded(off uint64) {
+	f.gone.Lock()
+	_, done := f.gone.offs[off]
+	if !done {
+		if f.gone.offs == nil {
+			f.gone.offs = make(map[uint64]struct{})
+		}
+		f.gone.offs[off] = struct{}{}
+	}
+	f.gone.Unlock()
+	if !done {
+		f.release()
 	}
 }
 
@@ -420,7 +446,8 @@ func (r Reservation) Pos() uint64 { return r.f.idx<<32 | r.off }
 // another process padded the claim over first: the record is then not in
 // the log. Commit each Reservation exactly once, before the Log's Close
 // (after it, Commit returns ErrClosed and the record is not in the log); a
-// second Commit of a committed record returns an error and changes nothing.
+// second Commit of a committed record, or of one padded over, returns an
+// error and changes nothing.
 func (r Reservation) Commit() error {
 	if r.f == nil {
 		return errors.New("shmlog: Commit of a zero Reservation")
@@ -438,7 +465,7 @@ func (r Reservation) Commit() error {
 		if hw.Load() == word {
 			return corrupt(r.f.name, int64(hdr), errors.New("shmlog: record committed twice"))
 		}
-		r.f.release()
+		r.f.releasePadded(r.off)
 		return corrupt(r.f.name, int64(hdr), ErrPadded)
 	}
 	if r.f.hdr0.waiters().Load() != 0 {
