@@ -486,6 +486,9 @@ func (s *Shipper) Stats() Stats {
 // (wrapped, with details), or a log error. ctx being done is not an
 // error: Run stops reading, waits for the records in flight and commits,
 // or, done before Kafka first answered, returns at once with nothing sent.
+// Run after one that gave up waiting for records in flight (FlushTimeout)
+// first waits for Kafka's answer for them (a done ctx ends the wait, as
+// it ends the start), then reads every record not acknowledged again.
 // Run on a closed Shipper returns ErrClosed; Run while another Run of the
 // Shipper is in progress returns an error at once; Run after Kafka refused
 // a record returns that error again, and sends nothing.
@@ -519,6 +522,12 @@ func (s *Shipper) Run(ctx context.Context) error {
 		close(done)
 		s.run.Unlock()
 	}()
+	if err := s.settle(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: nothing was sent, the cursor stands
+		}
+		return err
+	}
 	if err := s.prepare(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting: nothing was sent, the cursor stands
@@ -574,6 +583,30 @@ func (s *Shipper) Run(ctx context.Context) error {
 		commitErr = fmt.Errorf("ship: commit cursor %q: %w", s.o.Cursor, commitErr)
 	}
 	return errors.Join(s.failure(), readErr, flushErr, commitErr)
+}
+
+// settle readies the source for a Run after an earlier one. That Run may
+// have returned with records in flight (it gave up waiting for them after
+// FlushTimeout) or read and not sent (stopped, or a record too large):
+// settle waits until Kafka (or the client) answered for each record in
+// flight, whose slots of out and acks would otherwise mix with this Run's,
+// then moves the source back to its committed position, so that the
+// records not acknowledged are read again: prepare's read-back finds
+// those Kafka took, and the others are sent again.
+func (s *Shipper) settle(ctx context.Context) error {
+	for s.inFlight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if from := s.in.committed(); s.nextRead.Load() > from {
+		if err := s.in.rewind(); err != nil {
+			return fmt.Errorf("ship: read %s again from record %d, which the last Run read and Kafka did not acknowledge: %w", s.in.name(), from, err)
+		}
+	}
+	return nil
 }
 
 // prepare checks the topic and reads back the last record of each
@@ -858,12 +891,13 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 // up on it.
 func (s *Shipper) acked(r *kgo.Record, err error) {
 	seq := seqOf(r)
-	s.inFlight.Add(-1)
+	// Counted in flight until done with r and its slot (see settle).
+	defer s.inFlight.Add(-1)
 	s.pendingBytes.Add(-int64(len(r.Value)))
 	if err != nil {
 		s.setErr(fmt.Sprintf("produce seq %d: %v", seq, err))
-		if s.gaveUp.Load() && errors.Is(err, context.Canceled) {
-			return // Run stopped waiting for it: not Kafka's refusal (see Run)
+		if s.gaveUp.Load() && (errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed)) {
+			return // Run stopped waiting for it, or Close: not Kafka's refusal (see Run)
 		}
 		s.prodErrs.Add(1)
 		s.failOnce.Do(func() {

@@ -60,6 +60,7 @@ const (
 	sopRewind          // source, where
 	sopTruncate        // source
 	sopFault           // kind
+	sopGiveUp          // source
 	sopCount
 )
 
@@ -93,6 +94,9 @@ var shipSeeds = [][]byte{
 	// The same from the files.
 	{6, sopAppend, 0, 5, 2, sopAppend, 1, 5, 4, sopStop, 0, 3, 1, sopRewind, 0, 2, sopFault, faultDrop, sopRun, 0,
 		sopTruncate, 0, sopRun, 1, sopAppend, 1, 3, 1, sopFault, faultRefuse, sopStop, 1, 9, 0},
+	// A Run gives up on the records in flight; the same Shipper runs
+	// again.
+	{0, sopAppend, 0, 7, 1, sopAppend, 0, 7, 1, sopGiveUp, 0, sopAppend, 0, 3, 0, sopRun, 0},
 	// Two sources, keyed, stops at once (m = 0), delays.
 	{3, sopAppend, 0, 5, 2, sopAppend, 1, 5, 2, sopStop, 0, 0, 0, sopFault, faultDelay, sopStop, 1, 2, 1,
 		sopRun, 0, sopRun, 1},
@@ -127,6 +131,7 @@ type shipModel struct {
 	srcs    []*shipSource
 	fault   atomic.Int32 // the fault of the run in progress
 	budget  atomic.Int32 // requests left to fault (faultRetry, faultDrop)
+	hold    atomic.Bool  // produce requests wait while set (at most 1 s)
 	next    int32        // the fault of the next run
 	rd      *kgo.Client  // reads the topic
 	adm     *kadm.Client
@@ -190,6 +195,8 @@ func runShipModel(t *testing.T, in []byte) {
 			m.truncate(source())
 		case sopFault:
 			m.next = int32(arg() % faultCount)
+		case sopGiveUp:
+			m.giveUp(source())
 		}
 	}
 	// Every source ships what it has, without faults: the topic holds each
@@ -204,6 +211,9 @@ func runShipModel(t *testing.T, in []byte) {
 // control injects the fault of the run in progress into produce requests.
 func (m *shipModel) control(r kmsg.Request) (kmsg.Response, error, bool) {
 	m.c.KeepControl()
+	for deadline := time.Now().Add(time.Second); m.hold.Load() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	switch m.fault.Load() {
 	case faultDelay:
 		time.Sleep(5 * time.Millisecond)
@@ -351,38 +361,7 @@ func (m *shipModel) run(s *shipSource, stopAt int, how byte) {
 	if c0 < first {
 		t.Fatalf("%s: cursor at %d below the log's first record %d", s.name, c0, first)
 	}
-	// What the run has to send: per partition, the records from the
-	// cursor on after the last record of this source there.
-	parts := []int32{o.Partition}
-	if m.keyed {
-		parts = parts[:0]
-		for p := range m.nparts {
-			parts = append(parts, p)
-		}
-	}
-	last := make(map[int32]uint64)
-	for _, p := range parts {
-		if recs := m.topic[p]; len(recs) > 0 && recs[len(recs)-1].src == s.name {
-			last[p] = recs[len(recs)-1].seq
-		}
-	}
-	held := m.held(s)
-	send := make(map[int32][]uint64)
-	var nsend, nskip int
-	var sendBytes uint64
-	for seq := c0; seq < end; seq++ {
-		p := m.partOf(shipPayload(s.name, seq, s.sizes[seq]))
-		if seq <= last[p] {
-			nskip++
-			continue
-		}
-		if held[seq] > 0 {
-			s.dupOK = true // behind another source's record: at least once
-		}
-		send[p] = append(send[p], seq)
-		nsend++
-		sendBytes += uint64(s.sizes[seq])
-	}
+	send, nsend, nskip, sendBytes := m.toSend(s, c0, end)
 
 	m.fault.Store(int32(fault))
 	m.budget.Store(2)
@@ -501,6 +480,121 @@ func (m *shipModel) run(s *shipSource, stopAt int, how byte) {
 		t.Fatalf("%s: checkpoint %d (%v), Stats %+v", what, cp, ok, st)
 	}
 	m.checkHeld(s, st.Committed, what)
+}
+
+// toSend returns what a run of s from c0 to end has to send: per
+// partition, the records from the cursor on after the last record of this
+// source there; and how many records that is, how many it skips, and
+// their bytes.
+func (m *shipModel) toSend(s *shipSource, c0, end uint64) (send map[int32][]uint64, nsend, nskip int, sendBytes uint64) {
+	parts := []int32{0}
+	if m.keyed {
+		parts = parts[:0]
+		for p := range m.nparts {
+			parts = append(parts, p)
+		}
+	}
+	last := make(map[int32]uint64)
+	for _, p := range parts {
+		if recs := m.topic[p]; len(recs) > 0 && recs[len(recs)-1].src == s.name {
+			last[p] = recs[len(recs)-1].seq
+		}
+	}
+	held := m.held(s)
+	send = make(map[int32][]uint64)
+	for seq := c0; seq < end; seq++ {
+		p := m.partOf(shipPayload(s.name, seq, s.sizes[seq]))
+		if seq <= last[p] {
+			nskip++
+			continue
+		}
+		if held[seq] > 0 {
+			s.dupOK = true // behind another source's record: at least once
+		}
+		send[p] = append(send[p], seq)
+		nsend++
+		sendBytes += uint64(s.sizes[seq])
+	}
+	return send, nsend, nskip, sendBytes
+}
+
+// giveUp runs a shipper of s with Follow while Kafka holds its produce
+// requests, stops it once records are in flight, lets it give up waiting
+// for them (FlushTimeout), then lets Kafka answer and runs the same
+// Shipper again to the end ("Run may be called again once it returned"):
+// the records in flight when the first Run returned are sent again by the
+// second, or found in Kafka by its read-back; every one lands once.
+func (m *shipModel) giveUp(s *shipSource) {
+	t := m.t
+	o := m.opts(s)
+	o.Follow = true
+	o.FlushTimeout = 20 * time.Millisecond
+	var sh *Shipper
+	var err error
+	if m.fromDir {
+		sh, err = NewKafkaFromDir(s.l.Dir(), nil, o)
+	} else {
+		sh, err = NewKafka(s.l, o)
+	}
+	noErr(t, err)
+	defer sh.Close()
+	c0, end := sh.Stats().Committed, s.l.NextSeq()
+	send, nsend, _, _ := m.toSend(s, c0, end)
+	what := fmt.Sprintf("%s: a Run that gave up on the records in flight, then another, from %d to %d, %d to send", s.name, c0, end, nsend)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m.hold.Store(true)
+	defer m.hold.Store(false)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- sh.Run(runCtx) }()
+	for st := sh.Stats(); st.InFlight == 0 && st.Committed < end; st = sh.Stats() {
+		if ctx.Err() != nil {
+			t.Fatalf("%s: nothing in flight: %+v", what, st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("%s: the first Run: %v", what, err)
+	}
+	t.Logf("%s: after the first Run: %+v", what, sh.Stats())
+	m.hold.Store(false)
+	// The second Run follows too: stopped once every record is in.
+	runCtx2, stop2 := context.WithCancel(ctx)
+	defer stop2()
+	go func() { done <- sh.Run(runCtx2) }()
+	for sh.Stats().Committed < end && ctx.Err() == nil && len(done) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	stop2()
+	err = <-done
+	st := sh.Stats()
+	t.Logf("%s: %v; %+v", what, err, st)
+	if err != nil || ctx.Err() != nil {
+		t.Fatalf("%s: the second Run: %v (%v); %+v", what, err, ctx.Err(), st)
+	}
+	noErr(t, sh.Close())
+	gained := m.sync()
+	var ngained int
+	for p, recs := range gained {
+		if len(recs) != len(send[p]) {
+			t.Fatalf("%s: partition %d gained %v, want %v", what, p, recs, send[p])
+		}
+		for i, r := range recs {
+			if r.src != s.name || r.seq != send[p][i] {
+				t.Fatalf("%s: partition %d gained %v, want %v", what, p, recs, send[p])
+			}
+		}
+		ngained += len(recs)
+	}
+	if ngained != nsend || st.Shipped != uint64(nsend) || st.Committed != end || st.LagRecords != 0 || st.InFlight != 0 {
+		t.Fatalf("%s: the topic gained %d records; %+v", what, ngained, st)
+	}
+	if cp, ok := m.checkpoint(s); !ok || cp != end {
+		t.Fatalf("%s: checkpoint %d (%v)", what, cp, ok)
+	}
 }
 
 // held counts the records of s the topic holds, by seq.

@@ -26,6 +26,9 @@ type source interface {
 	end() uint64
 	// commit makes the committed position durable.
 	commit(ctx context.Context) error
+	// rewind makes next deliver the records from the committed position
+	// on again, those read and not acked. REQUIRES: no ack meanwhile.
+	rewind() error
 	// caughtUp is when the source last had nothing more to deliver and
 	// began to wait (the zero time if never).
 	caughtUp() time.Time
@@ -72,6 +75,7 @@ func (w *walSource) ack(seq uint64) error             { return w.c.Ack(seq) }
 func (w *walSource) committed() uint64                { return w.c.Committed() }
 func (w *walSource) end() uint64                      { return w.c.End() }
 func (w *walSource) commit(ctx context.Context) error { return w.c.Commit(ctx) }
+func (w *walSource) rewind() error                    { return w.c.Seek(w.c.Committed()) }
 func (w *walSource) name() string                     { return w.dir }
 func (w *walSource) caughtUp() time.Time              { return w.c.CaughtUp() }
 func (w *walSource) lost() error                      { return nil } // the cursor returns a *wal.TruncatedError
@@ -156,3 +160,9 @@ func (gs *groupSource) name() string {
 	return fmt.Sprintf("stream %s group %s", gs.s.Name(), gs.g.Name())
 }
 func (gs *groupSource) close() error { return gs.g.Close() }
+
+// rewind refuses: the group does not deliver a record again to its one
+// member (a redelivery is taken for another member's, see next).
+func (gs *groupSource) rewind() error {
+	return fmt.Errorf("group %s does not deliver again the records this Shipper read; Close it and ship with a new one, which reads from the group's committed position", gs.g.Name())
+}
