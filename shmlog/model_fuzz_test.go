@@ -188,7 +188,18 @@ func (m *shmModel) claim(n int) uint64 {
 	return pos
 }
 
-func (m *shmModel) tooLarge(n int) bool { return n < 0 || uint64(n)+16 > m.capacity }
+// claimed checks the outcome of an Append or Reserve of n bytes: an error
+// wrapping ErrTooLarge if n does not fit in a file (ok false), else it
+// returns the model's position for the record.
+func (m *shmModel) claimed(h int, call string, n int, err error) (want uint64, ok bool) {
+	if n < 0 || uint64(n)+16 > m.capacity {
+		if !errors.Is(err, shmlog.ErrTooLarge) {
+			m.fatalf("handle %d: %s of %d bytes: %v, want ErrTooLarge", h, call, n, err)
+		}
+		return 0, false
+	}
+	return m.claim(n), true
+}
 
 func (m *shmModel) handle() (int, *fuzzHandle) {
 	h := int(m.next()) % len(m.handles)
@@ -222,13 +233,10 @@ func (m *shmModel) step() {
 		p := payloadFor(m.nrec, n)
 		m.nrec++
 		pos, err := fh.l.Append(p)
-		if m.tooLarge(n) {
-			if !errors.Is(err, shmlog.ErrTooLarge) {
-				m.fatalf("handle %d: Append of %d bytes: %v, want ErrTooLarge", h, n, err)
-			}
+		want, ok := m.claimed(h, "Append", n, err)
+		if !ok {
 			return
 		}
-		want := m.claim(n)
 		if err != nil || pos != want {
 			m.fatalf("handle %d: Append of %d bytes: %#x, %v; want %#x", h, n, pos, err, want)
 		}
@@ -240,13 +248,10 @@ func (m *shmModel) step() {
 			return
 		}
 		r, err := fh.l.Reserve(n)
-		if m.tooLarge(n) {
-			if !errors.Is(err, shmlog.ErrTooLarge) {
-				m.fatalf("handle %d: Reserve(%d): %v, want ErrTooLarge", h, n, err)
-			}
+		want, ok := m.claimed(h, "Reserve", n, err)
+		if !ok {
 			return
 		}
-		want := m.claim(n)
 		if err != nil || r.Pos() != want || len(r.Bytes()) != n {
 			m.fatalf("handle %d: Reserve(%d): %#x (%d bytes), %v; want %#x", h, n, r.Pos(), len(r.Bytes()), err, want)
 		}
