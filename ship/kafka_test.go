@@ -100,15 +100,7 @@ func readTopicAt(t *testing.T, addrs []string, src string, want int) shipped {
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			n++
-			var hsrc, hseq string
-			for _, h := range r.Headers {
-				switch h.Key {
-				case HeaderSource:
-					hsrc = string(h.Value)
-				case HeaderSeq:
-					hseq = string(h.Value)
-				}
-			}
+			hsrc, hseq := recordHeaders(r)
 			seq, err := strconv.ParseUint(hseq, 10, 64)
 			if hsrc != src || err != nil {
 				t.Fatalf("record at %d/%d: headers source %q seq %q", r.Partition, r.Offset, hsrc, hseq)

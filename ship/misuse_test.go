@@ -329,20 +329,7 @@ func TestShipFailureIsSticky(t *testing.T) {
 		if !refuse.Load() {
 			return nil, nil, false
 		}
-		req := r.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return produceError(r, kerr.TopicAuthorizationFailed), nil, true
 	})
 	l := openLog(t, 10)
 	o := opts(c)

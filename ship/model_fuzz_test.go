@@ -349,14 +349,7 @@ func (m *shipModel) run(s *shipSource, stopAt int, how byte) {
 	m.next = faultNone
 	o := m.opts(s)
 	o.Follow = stopAt >= 0
-	var sh *Shipper
-	var err error
-	if m.fromDir {
-		sh, err = NewKafkaFromDir(s.l.Dir(), nil, o)
-	} else {
-		sh, err = NewKafka(s.l, o)
-	}
-	noErr(t, err)
+	sh := m.shipper(s, o)
 	c0, end, first := sh.Stats().Committed, s.l.NextSeq(), s.l.FirstSeq()
 	if c0 < first {
 		t.Fatalf("%s: cursor at %d below the log's first record %d", s.name, c0, first)
@@ -482,6 +475,19 @@ func (m *shipModel) run(s *shipSource, stopAt int, how byte) {
 	m.checkHeld(s, st.Committed, what)
 }
 
+// shipper returns a new Shipper of s: of the Log, or of its files.
+func (m *shipModel) shipper(s *shipSource, o *KafkaOptions) *Shipper {
+	var sh *Shipper
+	var err error
+	if m.fromDir {
+		sh, err = NewKafkaFromDir(s.l.Dir(), nil, o)
+	} else {
+		sh, err = NewKafka(s.l, o)
+	}
+	noErr(m.t, err)
+	return sh
+}
+
 // toSend returns what a run of s from c0 to end has to send: per
 // partition, the records from the cursor on after the last record of this
 // source there; and how many records that is, how many it skips, and
@@ -529,14 +535,7 @@ func (m *shipModel) giveUp(s *shipSource) {
 	o := m.opts(s)
 	o.Follow = true
 	o.FlushTimeout = 20 * time.Millisecond
-	var sh *Shipper
-	var err error
-	if m.fromDir {
-		sh, err = NewKafkaFromDir(s.l.Dir(), nil, o)
-	} else {
-		sh, err = NewKafka(s.l, o)
-	}
-	noErr(t, err)
+	sh := m.shipper(s, o)
 	defer sh.Close()
 	c0, end := sh.Stats().Committed, s.l.NextSeq()
 	send, nsend, _, _ := m.toSend(s, c0, end)
@@ -569,7 +568,7 @@ func (m *shipModel) giveUp(s *shipSource) {
 		time.Sleep(time.Millisecond)
 	}
 	stop2()
-	err = <-done
+	err := <-done
 	st := sh.Stats()
 	t.Logf("%s: %v; %+v", what, err, st)
 	if err != nil || ctx.Err() != nil {
@@ -679,15 +678,7 @@ func (m *shipModel) sync() map[int32][]topicRec {
 			if r.Offset != int64(len(m.topic[r.Partition])) {
 				t.Fatalf("record at %d/%d, want offset %d", r.Partition, r.Offset, len(m.topic[r.Partition]))
 			}
-			var src, hseq string
-			for _, h := range r.Headers {
-				switch h.Key {
-				case HeaderSource:
-					src = string(h.Value)
-				case HeaderSeq:
-					hseq = string(h.Value)
-				}
-			}
+			src, hseq := recordHeaders(r)
 			seq, err := strconv.ParseUint(hseq, 10, 64)
 			if err != nil || len(r.Headers) != 2 {
 				t.Fatalf("record at %d/%d: headers %v", r.Partition, r.Offset, r.Headers)
@@ -718,6 +709,19 @@ func (m *shipModel) sync() map[int32][]topicRec {
 		})
 	}
 	return gained
+}
+
+// recordHeaders returns the values of r's HeaderSource and HeaderSeq.
+func recordHeaders(r *kgo.Record) (src, seq string) {
+	for _, h := range r.Headers {
+		switch h.Key {
+		case HeaderSource:
+			src = string(h.Value)
+		case HeaderSeq:
+			seq = string(h.Value)
+		}
+	}
+	return src, seq
 }
 
 // final checks, once every source ran to the end, that the topic holds
