@@ -110,3 +110,40 @@ func (e *inUseError) Error() string {
 }
 
 func (e *inUseError) Unwrap() error { return ErrInUse }
+
+// _openLockedTries bounds how often lockedOpen takes the lock and the file
+// again when the file was renamed between the two.
+const _openLockedTries = 3
+
+// lockedOpen locks the file at path with lockFile, then opens it with open:
+// the file of OpenFile, of a rotation or of a Reopen. The lock and the open
+// name the path one after the other, so a file renamed away in between
+// (logrotate's rename coming as the Ring opens, rotates or reopens) would
+// leave the lock on one file and the writes on another: the Ring would
+// write a file it does not lock, another writer could lock and write it
+// too, and a Reopen would later open that same file again as if it were
+// new. So once the file is open, the lock must still name the path; if
+// not, both are let go and taken again.
+func lockedOpen[F interface{ close() error }](lockFile func(string, os.FileMode) (io.Closer, error), path string, perm os.FileMode, open func() (F, error)) (F, io.Closer, error) {
+	var zero F
+	for try := 1; ; try++ {
+		lock, err := lockFile(path, perm)
+		if err != nil {
+			return zero, nil, err
+		}
+		f, err := open()
+		if err != nil {
+			lock.Close()
+			return zero, nil, err
+		}
+		l, ok := lock.(*fileLock)
+		if !ok || l.f == nil || l.holds(path) {
+			return f, lock, nil // a lock that knows no file cannot tell
+		}
+		f.close()
+		lock.Close()
+		if try == _openLockedTries {
+			return zero, nil, fmt.Errorf("writer: open %s: renamed by another program while opened, %d times", path, try)
+		}
+	}
+}

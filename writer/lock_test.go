@@ -335,3 +335,65 @@ func TestDeviceFile(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOpenFileRenamedWhileOpened: a file renamed away between OpenFile's
+// lock and its open (logrotate's rename as the service starts) leaves the
+// Ring locking the file it writes: the lock is taken again on the new file
+// at the path, so a second OpenFile of the path is refused, and the file
+// renamed away gets nothing.
+func TestOpenFileRenamedWhileOpened(t *testing.T) {
+	for _, o := range []struct {
+		name string
+		opts RingOptions
+	}{
+		{"plain", RingOptions{}},
+		{"rotate", RingOptions{Rotate: &Rotate{MaxBytes: MinRotateBytes}}},
+		{"direct", RingOptions{Direct: true}},
+	} {
+		t.Run(o.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path, away := filepath.Join(dir, "app.log"), filepath.Join(dir, "app.log.1")
+			if err := os.WriteFile(path, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			locks := 0
+			opts := o.opts
+			opts.lockFile = func(p string, perm os.FileMode) (io.Closer, error) {
+				l, err := lockFile(p, perm)
+				if locks++; locks == 1 {
+					if err := os.Rename(p, away); err != nil {
+						t.Error(err)
+					}
+				}
+				return l, err
+			}
+			w, err := OpenFile(path, &opts)
+			if errors.Is(err, ErrDirectUnsupported) {
+				t.Skip(err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeLines(t, w, "a", 0, 100)
+			if err := w.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			w2, err := OpenFile(path, nil)
+			if err == nil {
+				w2.Close()
+				w.Close()
+				t.Fatalf("a second OpenFile of %s succeeded: the first Ring does not lock the file it writes", path)
+			}
+			checkInUse(t, err, path, os.Getpid(), true)
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := string(readFile(t, path)), lines("a", 0, 100); got != want {
+				t.Errorf("%s holds %d bytes, want the 100 lines (%d bytes)", path, len(got), len(want))
+			}
+			if b := readFile(t, away); len(b) != 0 {
+				t.Errorf("the file renamed away holds %d bytes", len(b))
+			}
+		})
+	}
+}

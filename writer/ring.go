@@ -413,13 +413,8 @@ func OpenFile(path string, opts *RingOptions) (*Ring, error) {
 	if !o.Direct {
 		return openRotating(path, o)
 	}
-	lock, err := o.lockFile(path, o.Perm)
+	s, lock, err := lockedOpen(o.lockFile, path, o.Perm, func() (*directSink, error) { return openDirectSink(path, o.Perm, o.syncDir) })
 	if err != nil {
-		return nil, err
-	}
-	s, err := openDirectSink(path, o.Perm, o.syncDir)
-	if err != nil {
-		lock.Close()
 		return nil, err
 	}
 	r, err := newRing(s, o, make(chan struct{}))

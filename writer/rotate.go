@@ -322,19 +322,15 @@ func openRotSink(path string, o *RingOptions, m *marks, maxClaim int) (*rotSink,
 	}
 	// The lock first: a second writer of the file is refused before it
 	// touches the directory, where the first may be compressing.
-	lock, err := s.lockFile(path, s.perm)
-	if err != nil {
-		return nil, err
-	}
-	if m != nil {
-		if err := s.recover(); err != nil {
-			lock.Close()
-			return nil, err
+	cur, lock, err := lockedOpen(s.lockFile, path, s.perm, func() (*fileSink, error) {
+		if m != nil {
+			if err := s.recover(); err != nil {
+				return nil, err
+			}
 		}
-	}
-	cur, err := openFileSink(s.fsys, path, s.perm)
+		return openFileSink(s.fsys, path, s.perm)
+	})
 	if err != nil {
-		lock.Close()
 		return nil, err
 	}
 	s.cur, s.lock = cur, lock
@@ -552,39 +548,10 @@ func (s *rotSink) reopen() (switched bool, err error) {
 	return true, nil
 }
 
-// _openLockedTries bounds how often openLocked takes the lock and the file
-// again when the file was renamed between the two.
-const _openLockedTries = 3
-
-// openLocked locks the file at path and opens it for writing: the file
-// of a rotation or a Reopen. Both open the path, one after the other, so
-// a file renamed away in between (logrotate's rename coming as the Ring
-// rotates or reopens) would leave the lock on one file and the writes on
-// another: the Ring would write a file it does not lock, and a Reopen
-// would later open that same file again as if it were new. So once the
-// file is open, the lock must still name the path; if not, both are let
-// go and taken again.
+// openLocked locks the file at path and opens it for writing (see
+// lockedOpen): the file of a rotation or a Reopen.
 func (s *rotSink) openLocked() (*fileSink, io.Closer, error) {
-	for try := 1; ; try++ {
-		lock, err := s.lockFile(s.path, s.perm)
-		if err != nil {
-			return nil, nil, err
-		}
-		cur, err := openFileSink(s.fsys, s.path, s.perm)
-		if err != nil {
-			lock.Close()
-			return nil, nil, err
-		}
-		l, ok := lock.(*fileLock)
-		if !ok || l.f == nil || l.holds(s.path) {
-			return cur, lock, nil // a lock that knows no file cannot tell
-		}
-		cur.close()
-		lock.Close()
-		if try == _openLockedTries {
-			return nil, nil, fmt.Errorf("writer: open %s: renamed by another program while opened, %d times", s.path, try)
-		}
-	}
+	return lockedOpen(s.lockFile, s.path, s.perm, func() (*fileSink, error) { return openFileSink(s.fsys, s.path, s.perm) })
 }
 
 // rotate renames the current file to a backup, opens a new file under the
