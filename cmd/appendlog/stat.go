@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -144,27 +143,22 @@ func statLog(dir string) (statReport, []string, error) {
 	}
 	s.LastSeq = s.NextSeq - 1
 	s.DurableSeq = s.FirstSeq - 1
-	paths, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+	all, err := segmentFiles(dir)
 	if err != nil {
 		return s, nil, err
 	}
 	// A writer may have gone on since Verify read the log: describe the
 	// segments Verify read, not ones created after it.
-	var names []string
-	var firsts []uint64
-	for _, path := range paths {
-		first, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(path), ".seg"), 10, 64)
-		if err != nil {
-			continue // not a segment name (wal ignores it too)
-		}
-		if first > s.NextSeq {
+	segs := all[:0]
+	for _, sg := range all {
+		if sg.first > s.NextSeq {
 			break
 		}
-		names, firsts = append(names, path), append(firsts, first)
+		segs = append(segs, sg)
 	}
-	for i, path := range names {
-		name, first := filepath.Base(path), firsts[i]
-		seg := statSegment{Name: name, FirstSeq: first, LastSeq: s.NextSeq - 1, Sealed: i < len(names)-1}
+	for i, sg := range segs {
+		name, first, path := sg.name, sg.first, filepath.Join(dir, sg.name)
+		seg := statSegment{Name: name, FirstSeq: first, LastSeq: s.NextSeq - 1, Sealed: i < len(segs)-1}
 		if st, err := os.Stat(path); err == nil {
 			seg.Bytes = st.Size()
 		}
@@ -173,7 +167,7 @@ func statLog(dir string) (statReport, []string, error) {
 		}
 		s.Segments = append(s.Segments, seg)
 		s.Bytes += seg.Bytes
-		if i < len(names)-1 {
+		if i < len(segs)-1 {
 			continue
 		}
 		// The tail: everything before it was sealed and synced; its header

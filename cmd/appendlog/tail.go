@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -187,9 +186,13 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, from, 
 // read from its start up to the next one's. The records present are kept
 // as runs of consecutive sequence numbers, a gap between two runs.
 func lastRecords(dir string, n uint64) (from, end uint64, err error) {
-	firsts, err := segmentFirsts(dir)
+	segs, err := segmentFiles(dir)
 	if err != nil {
 		return 0, 0, err
+	}
+	firsts := make([]uint64, len(segs))
+	for i, sg := range segs {
+		firsts[i] = sg.first
 	}
 	if len(firsts) == 0 {
 		// No segments: OpenReader says whether dir is an empty log or
@@ -283,15 +286,21 @@ func segmentRuns(dir string, first, limit uint64) ([]seqRun, uint64, error) {
 	}
 }
 
-// segmentFirsts returns the first sequence numbers of the segments of the
-// log in dir, in log order, from the segment file names
-// (00000000000000000001.seg, see the wal package doc).
-func segmentFirsts(dir string) ([]uint64, error) {
-	ents, err := os.ReadDir(dir)
+// segFile is a segment file of a log directory.
+type segFile struct {
+	name  string
+	first uint64 // its first sequence number, from its name
+}
+
+// segmentFiles returns the segment files of the log in dir, in log order,
+// from their names (00000000000000000001.seg, see the wal package doc);
+// other names are skipped, as the wal skips them.
+func segmentFiles(dir string) ([]segFile, error) {
+	ents, err := os.ReadDir(dir) // sorted by name: zero-padded names sort in log order
 	if err != nil {
 		return nil, err
 	}
-	var firsts []uint64
+	var segs []segFile
 	for _, e := range ents {
 		name := e.Name()
 		digits, ok := strings.CutSuffix(name, ".seg")
@@ -299,11 +308,10 @@ func segmentFirsts(dir string) ([]uint64, error) {
 			continue
 		}
 		if s, err := strconv.ParseUint(digits, 10, 64); err == nil {
-			firsts = append(firsts, s)
+			segs = append(segs, segFile{name: name, first: s})
 		}
 	}
-	slices.Sort(firsts)
-	return firsts, nil
+	return segs, nil
 }
 
 // runShmTail prints the last f.lines committed records of the
