@@ -64,6 +64,15 @@ var ErrClosed = errors.New("ship: shipper closed")
 // connection error) when no broker answered within ConnectTimeout.
 var ErrUnreachable = errors.New("ship: cannot reach Kafka")
 
+// ErrFlushTimeout is returned (wrapped, with the number of records) by a
+// Run that read every record it was to ship but was not told within
+// FlushTimeout whether Kafka took the last ones. The cursor is committed
+// below them and the next Run sends again those Kafka did not take, so
+// nothing is lost: a caller may Run again (a Shipper from
+// NewKafkaFromGroup: Close it and ship with a new one, see Run). A Run
+// stopped through its context that gives up so returns no error.
+var ErrFlushTimeout = errors.New("ship: flush timeout")
+
 // KafkaOptions configures a shipper. Brokers and Topic are required.
 type KafkaOptions struct {
 	// Brokers are the seed brokers, host:port.
@@ -482,13 +491,16 @@ func (s *Shipper) Stats() Stats {
 // Run ships until ctx is done (Follow) or every record the log held when
 // Run started is shipped, waits for the records in flight (at most
 // FlushTimeout), commits the cursor and returns. It returns the first
-// error Kafka gave a record for good, ErrTopicMissing or ErrUnreachable
-// (wrapped, with details), or a log error. ctx being done is not an
-// error: Run stops reading, waits for the records in flight and commits,
-// or, done before Kafka first answered, returns at once with nothing sent.
-// Run after one that gave up waiting for records in flight (FlushTimeout)
-// first waits for Kafka's answer for them (a done ctx ends the wait, as
-// it ends the start), then reads every record not acknowledged again.
+// error Kafka gave a record for good, ErrTopicMissing, ErrUnreachable or
+// ErrFlushTimeout (wrapped, with details), or a log error. ctx being done
+// is not an error: Run stops reading, waits for the records in flight and
+// commits, or, done before Kafka first answered, returns at once with
+// nothing sent. Run after one that gave up waiting for records in flight
+// (FlushTimeout) first waits for Kafka's answer for them (a done ctx ends
+// the wait, as it ends the start), then reads every record not
+// acknowledged again; a Shipper from NewKafkaFromGroup cannot (its group
+// does not deliver them again) and returns an error: Close it and ship
+// with a new one.
 // Run on a closed Shipper returns ErrClosed; Run while another Run of the
 // Shipper is in progress returns an error at once; Run after Kafka refused
 // a record returns that error again, and sends nothing.
@@ -572,7 +584,7 @@ func (s *Shipper) Run(ctx context.Context) error {
 		// are sent again next time, as FlushTimeout says.
 		flushErr = nil
 	case flushErr != nil && s.failure() == nil:
-		flushErr = fmt.Errorf("ship: %d records not acknowledged within %v; they are sent again next time: %w", s.inFlight.Load(), s.o.FlushTimeout, flushErr)
+		flushErr = fmt.Errorf("%w: %d records not acknowledged within %v; they are sent again next time: %w", ErrFlushTimeout, s.inFlight.Load(), s.o.FlushTimeout, flushErr)
 	default:
 		flushErr = nil
 	}

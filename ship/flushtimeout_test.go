@@ -1,0 +1,114 @@
+package ship
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/appendlog/appendlog/stream"
+)
+
+// holdProduce makes c keep every produce request while the returned flag
+// is set (Kafka stops answering, the connection stays up).
+func holdProduce(c *kfake.Cluster) *atomic.Bool {
+	var hold atomic.Bool
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for hold.Load() {
+			time.Sleep(time.Millisecond)
+		}
+		return nil, nil, false
+	})
+	return &hold
+}
+
+// TestShipFlushTimeoutIsErrFlushTimeout: a Run without Follow that read
+// every record but was not told within FlushTimeout whether Kafka took the
+// last ones returns ErrFlushTimeout, with the cursor committed below them;
+// Run again on the same Shipper, once Kafka answers, ships the rest, and
+// every record is in Kafka once.
+func TestShipFlushTimeoutIsErrFlushTimeout(t *testing.T) {
+	c := cluster(t, 1)
+	hold := holdProduce(c)
+	const n = 2000
+	l := openLog(t, n)
+	o := opts(c)
+	o.FlushTimeout = 100 * time.Millisecond
+	s, err := NewKafka(l, o)
+	noErr(t, err)
+	defer s.Close()
+	hold.Store(true) // before the first produce request
+	err = s.Run(context.Background())
+	if !errors.Is(err, ErrFlushTimeout) || !strings.Contains(err.Error(), "not acknowledged within 100ms") {
+		t.Fatalf("Run while Kafka holds every record: %v, want ErrFlushTimeout", err)
+	}
+	if st := s.Stats(); st.Committed > st.Shipped+1 {
+		t.Fatalf("cursor committed at %d with %d records acknowledged", st.Committed, st.Shipped)
+	}
+	hold.Store(false)
+	noErr(t, s.Run(context.Background()))
+	if st := s.Stats(); st.Committed != n+1 {
+		t.Fatalf("after the second Run: committed %d, want %d (%+v)", st.Committed, n+1, st)
+	}
+	exactlyOnce(t, readTopic(t, c, "src-1", n), n)
+}
+
+// TestShipGroupRunAfterGiveUpRefuses: a Shipper from NewKafkaFromGroup
+// whose Run gave up waiting for records Kafka never took cannot Run again
+// (its group does not deliver those records again) and says so; a new
+// Shipper on the same group ships them, and every record is in Kafka once.
+func TestShipGroupRunAfterGiveUpRefuses(t *testing.T) {
+	c := cluster(t, 1)
+	var refuse atomic.Bool
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !refuse.Load() {
+			return nil, nil, false
+		}
+		// Retriable: the client keeps the records and tries again.
+		return produceError(r, kerr.NotEnoughReplicas), nil, true
+	})
+	st, err := stream.Open(t.TempDir(), nil)
+	noErr(t, err)
+	defer st.Close()
+	s, err := st.Create("orders", nil)
+	noErr(t, err)
+	const n = 500
+	for seq := uint64(1); seq <= n; seq++ {
+		_, err := s.Publish(record(seq))
+		noErr(t, err)
+	}
+	o := &KafkaOptions{Brokers: c.ListenAddrs(), Topic: "t", ConnectTimeout: 5 * time.Second, FlushTimeout: 100 * time.Millisecond,
+		// The client answers for the records it gave up on at its next
+		// try, after a metadata refresh: soon, rather than after the
+		// default 5 s between refreshes.
+		ClientOptions: []kgo.Opt{kgo.MetadataMinAge(10 * time.Millisecond)}}
+	sh, err := NewKafkaFromGroup(s, o)
+	noErr(t, err)
+	refuse.Store(true)
+	if err := sh.Run(context.Background()); !errors.Is(err, ErrFlushTimeout) {
+		t.Fatalf("Run while Kafka refuses every record for now: %v, want ErrFlushTimeout", err)
+	}
+	refuse.Store(false)
+	err = sh.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "ship with a new one") {
+		t.Fatalf("a second Run of a group Shipper after a give-up: %v (%+v), want a refusal", err, sh.Stats())
+	}
+	noErr(t, sh.Close())
+	sh, err = NewKafkaFromGroup(s, o)
+	noErr(t, err)
+	noErr(t, sh.Run(context.Background()))
+	if got := sh.Stats().Committed; got != n+1 {
+		t.Fatalf("the new Shipper committed %d, want %d", got, n+1)
+	}
+	noErr(t, sh.Close())
+	exactlyOnce(t, readTopic(t, c, "stream:orders", n), n)
+}
