@@ -56,7 +56,11 @@ the last ones, so a record appended while tail starts is printed once,
 neither skipped nor repeated. It follows the files with inotify where the
 system has it, and looks again at least every 100ms in any case. A log
 directory or FILE removed or replaced while tail -f waits ends it with
-exit status 1.
+exit status 1. Records that retention deletes before tail printed them
+(tail held up by a slow terminal, or far behind the writer) are named on
+stderr, and tail goes on from the first record left, as tail -F goes on
+after logrotate; so does tail without -f when the last records it chose
+are deleted before it reads them.
 
 tail reads a log directory without locking and never changes it.
 Exit status 1 means DIR is missing, not an appendlog log, or damaged (the
@@ -101,7 +105,7 @@ writers that are gone. --from is for log directories only.`,
 				return err
 			}
 			if fromSet {
-				return runFollow(ctx, stdout, stderr, path, f.from, 0, &f)
+				return runFollow(ctx, stdout, stderr, path, f.from, 0, true, &f)
 			}
 			from, end, err := lastRecords(path, f.lines)
 			if err != nil {
@@ -110,7 +114,7 @@ writers that are gone. --from is for log directories only.`,
 			if !f.follow && from == end {
 				return nil // nothing to print
 			}
-			return runFollow(ctx, stdout, stderr, path, from, end, &f)
+			return runFollow(ctx, stdout, stderr, path, from, end, false, &f)
 		},
 	}
 	fl := cmd.Flags()
@@ -126,16 +130,22 @@ writers that are gone. --from is for log directories only.`,
 // OpenReader whose Wait follows the files; without, it stops before seq
 // until, or at the end of the files when until is 0. dir was checked
 // (checkLogDir).
-func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, from, until uint64, f *tailFlags) error {
+//
+// Records that retention deletes before they are printed (tail held up
+// by its output, or behind a writer with a small retention) are named on
+// stderr, and tail goes on from the first record left, as tail -F goes on
+// after logrotate. Only a start the user gave (--from, explicit) below
+// the first record is an error.
+func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, from, until uint64, explicit bool, f *tailFlags) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return err
 	}
-	r, err := wal.OpenReader(dir, from, readOptions())
+	r, err := openFrom(stderr, dir, from, explicit)
 	if err != nil {
-		return describeVerifyError(dir, err)
+		return err
 	}
-	defer r.Close()
+	defer func() { r.Close() }()
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	var line []byte
 	for {
@@ -155,11 +165,21 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, from, 
 			return err
 		}
 		var g *wal.GapError
-		if err := r.Err(); errors.As(err, &g) {
+		var tr *wal.TruncatedError
+		switch err := r.Err(); {
+		case errors.As(err, &g):
 			fmt.Fprintf(stderr, "appendlog tail: %s: gap: %s lost to damage and cut by \"appendlog repair --force\" (recorded at byte offset %d of segment %s)\n",
 				dir, g.Range(), g.Offset, g.Segment)
 			continue
-		} else if err != nil {
+		case errors.As(err, &tr) && tr.First > tr.Seq:
+			fmt.Fprintf(stderr, "appendlog tail: %s: %s deleted by retention before tail printed them; going on from record %d\n",
+				dir, seqRange(tr.Seq, tr.First), tr.First)
+			r.Close()
+			if r, err = openFrom(stderr, dir, tr.First, false); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
 			return fmt.Errorf("%s: stopped before seq %d: %w", dir, r.NextSeq(), err)
 		}
 		if !f.follow {
@@ -176,6 +196,35 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, from, 
 			return fmt.Errorf("%s: %w", dir, err)
 		}
 	}
+}
+
+// openFrom opens a Reader of the log in dir at seq from. Unless the start
+// is explicit (--from), a from that retention has deleted since it was
+// chosen is named on stderr and the Reader starts at the first record
+// left.
+func openFrom(stderr io.Writer, dir string, from uint64, explicit bool) (*wal.Reader, error) {
+	for {
+		r, err := wal.OpenReader(dir, from, readOptions())
+		var tr *wal.TruncatedError
+		if !explicit && errors.As(err, &tr) && tr.First > from {
+			fmt.Fprintf(stderr, "appendlog tail: %s: %s deleted by retention before tail printed them; going on from record %d\n",
+				dir, seqRange(from, tr.First), tr.First)
+			from = tr.First
+			continue
+		}
+		if err != nil {
+			return nil, describeVerifyError(dir, err)
+		}
+		return r, nil
+	}
+}
+
+// seqRange names the records first..end-1 as GapError.Range does.
+func seqRange(first, end uint64) string {
+	if end-first == 1 {
+		return fmt.Sprintf("record %d (1 record)", first)
+	}
+	return fmt.Sprintf("records %d..%d (%d records)", first, end-1, end-first)
 }
 
 // lastRecords returns the sequence number from which a Reader reads the
