@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -601,14 +600,7 @@ func TestShipStatsLag(t *testing.T) {
 // go again next time), and the next run ships every record exactly once.
 func TestShipStopGivesUpWaiting(t *testing.T) {
 	c := cluster(t, 1)
-	var hold atomic.Bool
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		for hold.Load() {
-			time.Sleep(time.Millisecond)
-		}
-		return nil, nil, false
-	})
+	hold := holdProduce(c)
 	const n = 5000
 	l := openLog(t, n)
 	o := opts(c)
