@@ -189,7 +189,10 @@ type Group struct {
 // starting at its StartAt (or the first record the stream still holds),
 // never a position without a group, which would hold the records of a
 // stream kept UntilAcked for ever. Until it is first opened such a group
-// holds no record from retention.
+// holds no record from retention. A power cut that takes records at or
+// before a group's StartAt (published, never confirmed) moves its start
+// to the stream's end when it is next opened: the records published
+// after the cut are the group's.
 func (s *Stream) Group(name string, opts *GroupOptions) (*Group, error) {
 	if err := checkName("group", name); err != nil {
 		return nil, err
@@ -415,10 +418,21 @@ func (s *Stream) openGroup(l *wal.Log, name string, given *GroupOptions) (*Group
 	// the group completes, never a position no group owns, which would
 	// hold the stream's records from retention (UntilAcked) for ever.
 	start := o.StartAt // where the group starts: recorded in its file
+	write := !exists || given != nil
 	if exists {
 		start = stored.StartAt
+		if next := l.NextSeq(); start > next {
+			// A power cut took records at or before the group's start,
+			// never confirmed: the sequence numbers from the stream's end
+			// on go to records published after the group, which are its
+			// own. Its start moves to the end, durably, before its
+			// position is placed; otherwise each reopen would move the
+			// group to its old start again, past such records, as far as
+			// the stream reaches then.
+			start, write = next, true
+		}
 	}
-	if !exists || given != nil {
+	if write {
 		if err := s.writeGroupFile(path, o.file(name, start)); err != nil {
 			return nil, err
 		}
