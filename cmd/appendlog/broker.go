@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -222,10 +223,15 @@ func specOf(cmd *cobra.Command, f *brokerFlags) (brokerSpec, error) {
 	if err := sp.check(); err != nil {
 		return sp, err
 	}
+	return sp, sp.checkSegmentSize()
+}
+
+// checkSegmentSize refuses a segment size the stream store would refuse.
+func (sp *brokerSpec) checkSegmentSize() error {
 	if err := (&wal.Options{SegmentSize: sp.SegmentSize}).Validate(); sp.SegmentSize != 0 && err != nil {
-		return sp, usagef("--segment-size %d: %v", sp.SegmentSize, err)
+		return usagef("--segment-size %d: %v", sp.SegmentSize, err)
 	}
-	return sp, nil
+	return nil
 }
 
 func (sp *brokerSpec) check() error {
@@ -236,6 +242,8 @@ func (sp *brokerSpec) check() error {
 		return usagef("--sync must be never, batch or always, got %q", sp.Sync)
 	case sp.Streams < 1 || sp.Streams > 100000:
 		return usagef("--streams must be between 1 and 100000, got %d", sp.Streams)
+	case sp.Mode == "queue" && sp.Streams != 1:
+		return usagef("--mode queue uses one stream; --streams %d asks for more", sp.Streams)
 	case sp.Publishers < 1 || sp.Publishers > 10000:
 		return usagef("--publishers must be between 1 and 10000, got %d", sp.Publishers)
 	case sp.Consumers < 1 || sp.Consumers > 10000:
@@ -501,13 +509,22 @@ func writeSpec(dir string, sp brokerSpec) error {
 	if err != nil {
 		return err
 	}
-	// Renamed into place, so that a run killed here leaves it whole or
-	// absent.
+	// Synced and renamed into place, so that a run killed here, or a
+	// power cut, leaves it whole or absent.
 	path := filepath.Join(dir, _brokerSpec)
-	if err := os.WriteFile(path+".tmp", append(b, '\n'), 0o644); err != nil {
+	f, err := os.Create(path + ".tmp")
+	if err != nil {
 		return err
 	}
-	return os.Rename(path+".tmp", path)
+	_, err = f.Write(append(b, '\n'))
+	err = errors.Join(err, f.Sync(), f.Close())
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return err
+	}
+	return sys.SyncDir(dir)
 }
 
 func readSpec(dir string) (brokerSpec, error) {
@@ -520,15 +537,22 @@ func readSpec(dir string) (brokerSpec, error) {
 	if err != nil {
 		return sp, err
 	}
-	if err := json.Unmarshal(b, &sp); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sp); err != nil {
 		return sp, fmt.Errorf("%s: %w", path, err)
+	}
+	if dec.More() {
+		return sp, fmt.Errorf("%s: data after the JSON object", path)
 	}
 	if sp.Format != _brokerFmt {
 		return sp, fmt.Errorf("%s: format %q, want %q", path, sp.Format, _brokerFmt)
 	}
-	if err := sp.check(); err != nil {
-		// A damaged file, not a bad command line.
-		return sp, fmt.Errorf("%s: %s", path, err)
+	for _, check := range []func() error{sp.check, sp.checkSegmentSize} {
+		if err := check(); err != nil {
+			// A damaged file, not a bad command line.
+			return sp, fmt.Errorf("%s: %s", path, err)
+		}
 	}
 	return sp, nil
 }
