@@ -309,10 +309,14 @@ type Engine struct {
 	// waiters counts goroutines waiting on the flusher (space, flush or
 	// sync); while non-zero every commit kicks the flusher.
 	waiters atomic.Int32
-	// idle is set by the flusher when it sleeps with nothing to do; the
-	// commit that clears it kicks the flusher.
+	// idle is set by the flusher when it sleeps with nothing to write;
+	// the commit that clears it kicks the flusher.
 	idle atomic.Bool
-	_    [59]byte
+	// idleTimer is set with idle when the flusher sleeps with nothing to
+	// write but a timer armed (its sync policy's, or a TimedSink's) that
+	// fires later than FlushInterval: Idle is then false.
+	idleTimer atomic.Bool
+	_         [58]byte
 	// due is when the flusher should next be seen running (nanoseconds
 	// since epoch; MaxInt64 while it sleeps until kicked): see Late.
 	due atomic.Int64
@@ -706,7 +710,7 @@ func (e *Engine) Progress() <-chan struct{} { return e.progress.Wait() }
 // no timer of its own is armed. Only a producer's commit (or a waiter)
 // wakes it. Going idle is broadcast on Progress, so a test with a
 // clock.Fake can wait for Idle to know that no timer will fire.
-func (e *Engine) Idle() bool { return e.idle.Load() }
+func (e *Engine) Idle() bool { return e.idle.Load() && !e.idleTimer.Load() }
 
 // Err returns the sticky error that failed the engine, or nil.
 func (e *Engine) Err() error {

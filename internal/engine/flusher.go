@@ -21,7 +21,9 @@ import (
 //     then call a TimedSink's TimedTick when its TickIn says it is due;
 //  4. sleep: choose the next wake-up: another pass at once, the timer (the
 //     earliest of the flush, sync and TickIn times), or idle until a
-//     producer's commit kicks it.
+//     producer's commit kicks it. With nothing to write and the timer
+//     later than FlushInterval, a commit kicks it as from idle: the timer
+//     of a sync or a TimedSink must not hold committed bytes back.
 //
 // A wake-up from idle (the first commit after a quiet spell) only arms the
 // flush timer: writing a few records per wake-up would make producers and
@@ -300,10 +302,17 @@ func (f *flusher) sleep(p plan, progressed bool) {
 	}
 	if d >= 0 {
 		f.arm(d)
+		if pos <= w && f.timerAt.Sub(p.now) > f.cfg.FlushInterval {
+			// Nothing to write, and the timer (the sync policy's or the
+			// sink's) fires later than a commit may wait: sleep as if
+			// idle, so that the next commit wakes the flusher to arm its
+			// flush timer.
+			f.sleepIdle(true)
+		}
 		return
 	}
 	if f.timerAt.IsZero() {
-		f.idle()
+		f.sleepIdle(false)
 	}
 }
 
@@ -347,17 +356,21 @@ func (f *flusher) arm(d time.Duration) {
 	f.timerAt = at
 }
 
-// idle announces that the flusher has nothing to do until a producer
-// commits, then looks once more so that a commit racing with the
+// sleepIdle announces that the flusher has nothing to write until a
+// producer commits, then looks once more so that a commit racing with the
 // announcement is not missed (a producer loads idle after its commit).
-// Going idle is broadcast as progress, so tests can wait for it.
-func (f *flusher) idle() {
+// With timer set, its timer is armed (Idle stays false). Going idle is
+// broadcast as progress, so tests can wait for it.
+func (f *flusher) sleepIdle(timer bool) {
 	e := f.e
+	e.idleTimer.Store(timer)
 	e.idle.Store(true)
 	if p, _ := e.Tail(); p > e.written.Load() {
 		e.wake()
 	}
-	e.progress.Broadcast()
+	if !timer {
+		e.progress.Broadcast()
+	}
 }
 
 // syncer runs a PipelinedSink's syncs on its own goroutine, so that the
