@@ -212,6 +212,9 @@ func (f *flusher) flush(p plan) (progressed bool) {
 		f.gather.wait(e) // not while a sync is in flight: the group waits for it
 	}
 	progressed = e.writeCommitted()
+	if e.failed.Load() != nil {
+		return false // a write failed: the sink gets no more calls
+	}
 	w := e.written.Load()
 	if !f.syncDue(p, w, s) {
 		return progressed
