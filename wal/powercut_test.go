@@ -5,8 +5,11 @@ import (
 	"errors"
 	"io/fs"
 	"math/rand/v2"
+	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/appendlog/appendlog/internal/vfs"
 )
@@ -237,4 +240,62 @@ func TestPowerCutDeleteCursor(t *testing.T) {
 		}
 		noErr(t, c.Close())
 	})
+}
+
+// TestPowerCutTruncateFrontDuringRotation cuts the power right after a
+// TruncateFront that deleted every sealed segment while the sealer had
+// not yet given the new active segment its name (the rename of the spare
+// file and the directory fsync): the log must not come back empty,
+// restarting its sequence numbers below the records it had synced.
+func TestPowerCutTruncateFrontDuringRotation(t *testing.T) {
+	mem := vfs.NewMem()
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	defer unblock()
+	fsys := vfs.WithFaults(mem, func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if op == vfs.OpRename && filepath.Base(name) == spareName {
+			<-release // hold the sealer before it names the new segment
+		}
+		return n, nil
+	})
+	opts := Options{SegmentSize: 64 << 10, BufferSize: 64 << 10, fsys: fsys}
+	l := mustOpen(t, "/log", &opts)
+	ctx := context.Background()
+	seq, err := l.Append(testPayload(1, 0, 100))
+	noErr(t, err)
+	noErr(t, l.WaitDurable(ctx, seq))
+	for i := 1; i <= 5; i++ { // past the end of the first segment
+		_, err := l.Append(testPayload(1, i, 16<<10))
+		noErr(t, err)
+	}
+	noErr(t, l.Flush(ctx))
+	if l.Stats().SegmentsCreated == 0 {
+		t.Fatal("the appends did not rotate")
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.TruncateFront(l.NextSeq()) }()
+	var crashed *vfs.MemFS
+	select {
+	case err := <-done:
+		// TruncateFront returned with the rename held back: the power
+		// goes now.
+		noErr(t, err)
+		crashed = mem.Crash(nil)
+		unblock()
+	case <-time.After(200 * time.Millisecond):
+		// TruncateFront waits for the new segment's name.
+		unblock()
+		noErr(t, <-done)
+		crashed = mem.Crash(nil)
+	}
+	first := l.FirstSeq()
+	l.Close()
+	o := Options{SegmentSize: 64 << 10, BufferSize: 64 << 10, fsys: crashed}
+	l2 := mustOpen(t, "/log", &o)
+	defer l2.Close()
+	if l2.NextSeq() <= seq || l2.FirstSeq() != first {
+		t.Fatalf("after the cut the log is [%d,%d); record %d was durable and TruncateFront left FirstSeq %d (recovery %+v)",
+			l2.FirstSeq(), l2.NextSeq(), seq, first, l2.Recovery())
+	}
 }

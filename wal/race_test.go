@@ -508,20 +508,26 @@ func (f *renameHookFS) Rename(oldname, newname string) error {
 // TestTruncateFrontRacesSealIndex: a TruncateFront that deletes a segment
 // the sealer is still sealing leaves no index file behind for it (the
 // sealer wrote it after the deletion, and only the next Open removed it).
+// TruncateFront starts while the sealer renames the next segment; it
+// waits for that name to be durable (see liveSeg.named) and then races
+// the sealer's write of the sealed segment's index file.
 func TestTruncateFrontRacesSealIndex(t *testing.T) {
 	mem := vfs.NewMem()
 	fsys := &renameHookFS{FS: mem}
 	l := mustOpen(t, "/log", &Options{fsys: fsys, SegmentSize: 64 << 10, BufferSize: 64 << 10})
-	var terr error
-	h := func() { terr = l.TruncateFront(l.NextSeq()) }
+	terr := make(chan error, 1)
+	h := func() { go func() { terr <- l.TruncateFront(l.NextSeq()) }() }
 	fsys.hook.Store(&h)
 	for i := range 400 {
 		_, err := l.Append(testPayload(1, i, 200))
 		noErr(t, err)
 	}
 	noErr(t, l.Sync(context.Background()))
+	if fsys.hook.Load() != nil {
+		t.Fatal("the appends did not rotate")
+	}
+	noErr(t, <-terr)
 	noErr(t, l.Close())
-	noErr(t, terr)
 	if fsys.hook.Load() != nil || l.FirstSeq() == 1 {
 		t.Fatalf("the hook did not delete the sealed segment (first %d)", l.FirstSeq())
 	}

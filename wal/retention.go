@@ -67,9 +67,21 @@ func (l *Log) FirstSeq() uint64 { return l.segs.first.Load() }
 // in a deleted segment finish it; a read below FirstSeq afterwards is a
 // *TruncatedError. Appends go on meanwhile. A failure of background
 // retention since the last call is returned too.
+//
+// A segment that a rotation just created gets its name (a rename and a
+// directory fsync by the sealer) only after the segment before it is
+// durably sealed; until then a power cut would leave the log without it.
+// TruncateFront waits for that name before it deletes the segment before
+// it, so that a power cut never leaves a log emptied of the records
+// TruncateFront kept, starting its sequence numbers again at 1.
 func (l *Log) TruncateFront(seq uint64) error {
 	if err := l.mapErr(l.eng.Err()); err != nil {
 		return err
+	}
+	if s := l.segs.unnamedTail(); s != nil {
+		// Not under l.ret: the sealer takes it (applyRetention) before
+		// it names the segment of the next rotation.
+		<-s.named
 	}
 	l.ret.Lock()
 	defer l.ret.Unlock()
@@ -120,9 +132,11 @@ func (l *Log) now() time.Time {
 // deleteFront deletes sealed segments from the oldest on while drop says
 // so, given the segment and the total size of the segments (the active one
 // counted as SegmentSize) before it is deleted; it stops at the first one
-// kept, at the active segment, and at the cursors' floor. Files are
-// removed oldest first, so a crash leaves a log that starts later, never
-// one with a hole. REQUIRES: l.ret held.
+// kept, at the active segment, at the one before the active segment
+// while the active one's name is not durable (see liveSeg.named), and at
+// the cursors' floor. Files are removed oldest first, so a crash leaves a
+// log that starts later, never one with a hole, and never one with no
+// segment. REQUIRES: l.ret held.
 func (l *Log) deleteFront(drop func(s *liveSeg, total int64) bool) error {
 	floor := ^uint64(0)
 	if !l.opts.Retention.IgnoreCursors && l.retentionFloor != nil {
@@ -145,7 +159,7 @@ func (l *Log) deleteFront(drop func(s *liveSeg, total int64) bool) error {
 	k := 0
 	for ; k < len(segs)-1; k++ {
 		s := segs[k]
-		if s.end.Load() > floor || !drop(s, total) {
+		if s.end.Load() > floor || !segs[k+1].nameDurable() || !drop(s, total) {
 			break
 		}
 		total -= s.size

@@ -322,6 +322,9 @@ type sealJob struct {
 	oldLive  *liveSeg // the sealed segment's table entry (its index), or nil
 	spare    vfs.File
 	spareErr error
+	// nextLive is the new segment's table entry, whose named the sealer
+	// closes; nil when the writer has no table.
+	nextLive *liveSeg
 }
 
 // rotate seals the current segment at engine position pos (a record
@@ -376,6 +379,7 @@ func (w *segWriter) rotate(pos uint64) error {
 		return fmt.Errorf("wal: start segment %s: %w", segmentName(w.nextSeq), err)
 	}
 	oldLive := w.live
+	var nextLive *liveSeg
 	if w.table != nil {
 		// Readers reach the new segment through this handle: its name is
 		// spareName until the sealer renames it.
@@ -388,11 +392,11 @@ func (w *segWriter) rotate(pos uint64) error {
 		if w.now != nil {
 			at = w.now()
 		}
-		ls := &liveSeg{firstSeq: w.nextSeq, name: segmentName(w.nextSeq), refs: 1, f: rf}
+		ls := &liveSeg{firstSeq: w.nextSeq, name: segmentName(w.nextSeq), refs: 1, f: rf, named: make(chan struct{})}
 		w.table.rotated(w.nextSeq, dataEnd+frame.FooterSize, at, ls)
-		w.live, w.indexed = ls, headerPage
+		w.live, w.indexed, nextLive = ls, headerPage, ls
 	}
-	job := &sealJob{old: w.f, oldName: w.name, next: next, nextName: segmentName(w.nextSeq), nextSeq: w.nextSeq, synced: synced, done: make(chan struct{}), oldLive: oldLive}
+	job := &sealJob{old: w.f, oldName: w.name, next: next, nextName: segmentName(w.nextSeq), nextSeq: w.nextSeq, synced: synced, done: make(chan struct{}), oldLive: oldLive, nextLive: nextLive}
 	w.pending = job
 	w.seals <- job
 	w.segments.Add(1)
@@ -437,6 +441,10 @@ func (w *segWriter) sealLoop() {
 			job.old.Close()
 		}
 		job.err = failed
+		if s := job.nextLive; s != nil {
+			s.nameErr = failed
+			close(s.named)
+		}
 		close(job.done)
 		if failed == nil && job.oldLive != nil {
 			_ = w.table.writeIndexFile(job.oldLive) // a hint: without it a later Open walks the segment

@@ -79,6 +79,28 @@ type liveSeg struct {
 	unmap func() error
 
 	idx segIndex
+
+	// named is nil for a segment whose name is durable, and for one a
+	// rotation created (still under spareName) a channel the sealer
+	// closes once it gave the file its name and fsynced the directory,
+	// or failed to (then nameErr, set before, says why). Until then a
+	// power cut leaves the segment without its name, so the segment
+	// before it must not be deleted: it would leave the log empty.
+	named   chan struct{}
+	nameErr error
+}
+
+// nameDurable reports whether s's name survives a power cut.
+func (s *liveSeg) nameDurable() bool {
+	if s.named == nil {
+		return true
+	}
+	select {
+	case <-s.named:
+		return s.nameErr == nil
+	default:
+		return false
+	}
 }
 
 // _indexEvery is how many bytes of frames lie between two entries of a
@@ -145,6 +167,17 @@ func (t *segTable) rotated(end uint64, size int64, at time.Time, next *liveSeg) 
 		t.unmapLocked(old)
 	}
 	t.mu.segs = append(t.mu.segs, next)
+}
+
+// unnamedTail returns the active segment if its name is not durable yet
+// (see liveSeg.named), else nil.
+func (t *segTable) unnamedTail() *liveSeg {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.mu.segs); n > 0 && !t.mu.segs[n-1].nameDurable() {
+		return t.mu.segs[n-1]
+	}
+	return nil
 }
 
 // dateSeal dates the active segment s, about to be sealed, by its last
