@@ -109,12 +109,8 @@ func Open(dir string, opts *Options) (*Log, error) {
 	}
 	fsys := o.fsys
 	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		// A new directory is durable only once its parent is synced.
-		if err := fsys.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("wal: open %s: create directory: %w", dir, err)
-		}
-		if err := fsys.SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
-			return nil, fmt.Errorf("wal: open %s: sync parent directory: %w", dir, err)
+		if err := createDir(fsys, dir); err != nil {
+			return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 		}
 	}
 	// Refuse a file, or a directory of something else, before the lock
@@ -167,6 +163,34 @@ func Open(dir string, opts *Options) (*Log, error) {
 	}
 	l.startRetention()
 	return l, nil
+}
+
+// createDir creates dir and its missing parents durably. A new directory
+// is durable only once its parent is synced, so each directory created is
+// synced in its parent: syncing only dir's parent would leave the
+// directories above it, and with them the whole log, to a power cut.
+func createDir(fsys vfs.FS, dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fsys.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			break // there, or an error MkdirAll reports
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create directory: %w", err)
+	}
+	for _, d := range created {
+		if parent := filepath.Dir(d); parent != d {
+			if err := fsys.SyncDir(parent); err != nil {
+				return fmt.Errorf("sync directory %s: %w", parent, err)
+			}
+		}
+	}
+	return nil
 }
 
 // engineSyncMode maps a validated SyncMode to the engine's policy of the

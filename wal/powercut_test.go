@@ -299,3 +299,27 @@ func TestPowerCutTruncateFrontDuringRotation(t *testing.T) {
 			l2.FirstSeq(), l2.NextSeq(), seq, first, l2.Recovery())
 	}
 }
+
+// TestPowerCutAfterOpenCreatedParents cuts the power after records were
+// synced to a log whose directory Open created with its missing parents:
+// every directory Open created must be durable, or the whole log is gone.
+func TestPowerCutAfterOpenCreatedParents(t *testing.T) {
+	mem := vfs.NewMem()
+	noErr(t, mem.MkdirAll("/data", 0o755))
+	noErr(t, mem.SyncDir("/"))
+	const dir = "/data/streams/s1/log"
+	opts := Options{fsys: mem}
+	l := mustOpen(t, dir, &opts)
+	seq, err := l.Append(testPayload(1, 0, 100))
+	noErr(t, err)
+	noErr(t, l.WaitDurable(context.Background(), seq))
+	crashed := mem.Crash(nil)
+	l.Close()
+	if _, err := crashed.Stat(dir); err != nil {
+		t.Fatalf("record %d was durable, but after the cut the log's directory is gone: %v", seq, err)
+	}
+	got := readAll(t, crashed, dir)
+	if _, ok := got[seq]; !ok {
+		t.Fatalf("durable record %d lost with the log's directory: the log holds %d records", seq, len(got))
+	}
+}
