@@ -55,7 +55,9 @@ type Retention struct {
 	// and MaxAge never delete a record at or after a group's checkpointed
 	// position, and records every group has acked are deleted (segment by
 	// segment, after each group checkpoint), as a work queue or an
-	// interest-based stream does. A stream with no group keeps everything.
+	// interest-based stream does. A stream with no group loses nothing to
+	// acks, but only groups hold records from MaxBytes and MaxAge: with no
+	// group they delete as they would without UntilAcked.
 	// Without it, retention deletes records whether or not groups have
 	// consumed them; a group whose position was deleted skips to the first
 	// record left and counts what it skipped (GroupStats.Skipped).
