@@ -108,7 +108,8 @@ type Sink interface {
 	// often empty. The slices alias the ring: they are valid only during the
 	// call. A range ends where every claim below it ended (the tail when
 	// the flusher looked), or at a multiple of BlockSize, where a claim may
-	// continue; a and b meet at a multiple of Size.
+	// continue (or anywhere, when Config.MaxWrite is below BlockSize); a
+	// and b meet at a multiple of Size.
 	Write(pos uint64, a, b []byte) error
 	// Sync makes every byte written so far durable.
 	Sync() error
