@@ -36,8 +36,8 @@ const (
 	_smGroupClose        // Group.Close: name, group
 	_smGroups            // Stream.Groups: name
 	_smReopen            // Store.Close, then Open
-	_smCrash             // MemFS.Crash between operations: rng seed (0: nil rng)
-	_smCut               // a power cut during the next operation: k, operation, its arguments
+	_smCrash             // MemFS.Crash between operations: rng seed (0: nil rng), recovery cut
+	_smCut               // a power cut during an operation: k, recovery cut, operation, its arguments
 	_smBadName           // a bad stream or group name: which name, which call
 	_smOps
 )
@@ -491,9 +491,10 @@ func (r *smRun) do(o byte, a *smArgs) *smInflight {
 		if b != 0 {
 			rng = rand.New(rand.NewPCG(uint64(b), uint64(r.step)))
 		}
+		k2 := a.byte()
 		r.logf("crash (seed %d)", b)
 		after := r.ep.mem.Crash(rng)
-		r.crashed(after, nil)
+		r.crashed(after, nil, k2)
 	case _smBadName:
 		r.badName(a.byte(), a.byte())
 	}
@@ -838,11 +839,35 @@ func (r *smRun) badName(nb, cb byte) {
 	}
 }
 
-// crashed reopens the store on after, what a power cut left, and checks it.
-func (r *smRun) crashed(after *vfs.MemFS, in *smInflight) {
+// crashed reopens the store on after, what a power cut left, and checks
+// it. With k2 other than 0 (and even) the power is cut again at the k2/2-th
+// file operation of the recovery: Open, and the first use of each stream,
+// which opens its log (cutting its torn tail), then Store.Close.
+func (r *smRun) crashed(after *vfs.MemFS, in *smInflight, k2 byte) {
 	r.t.Helper()
 	_ = r.st.Close() // fails, the power being gone; its goroutines end all the same
 	r.newEpoch(after)
+	if k2 != 0 && k2%2 == 0 {
+		ep := r.ep
+		ep.seed = uint64(k2) + uint64(r.step)<<8
+		ep.cutAt.Store(int64(k2 / 2))
+		st, err := Open(_smDir, &Options{IdleTimeout: r.idle, fsys: ep.fsys})
+		if err == nil {
+			for _, n := range st.List() {
+				if s, err := st.Stream(n); err == nil {
+					_, _ = s.PublishBatch(nil) // opens the log
+				}
+			}
+			err = st.Close()
+		}
+		ep.cutAt.Store(0)
+		if again := ep.cut(); again != nil {
+			r.logf("cut at file operation %d of the recovery: %v", k2/2, err)
+			r.newEpoch(again)
+		} else if err != nil {
+			r.fatalf("recovery: %v", err)
+		}
+	}
 	r.open()
 	r.verify(in, true)
 }
@@ -1047,23 +1072,23 @@ func FuzzStoreModel(f *testing.F) {
 		op(_smPublish, 0, 0x81), op(_smBatch, 1, 0x82), op(_smWait, 1), op(_smGroup, 0, 0, 0),
 		op(_smNext, 0, 0), op(_smNext, 0, 0), op(_smAck, 0, 0, 0), op(_smNack, 0, 0, 8), op(_smNext, 0, 0),
 		op(_smAck, 0, 0, 7), op(_smCheckpoint, 0, 0), op(_smGroups, 0), op(_smGroup, 1, 1, 0), op(_smNext, 1, 1),
-		op(_smGroupClose, 1, 1), op(_smReopen), op(_smPublish, 0, 0x42), op(_smCrash, 3), op(_smDelete, 1),
-		op(_smDelete, 1), op(_smList), op(_smCrash, 0), op(_smStream, 1)))
+		op(_smGroupClose, 1, 1), op(_smReopen), op(_smPublish, 0, 0x42), op(_smCrash, 3, 0), op(_smDelete, 1),
+		op(_smDelete, 1), op(_smList), op(_smCrash, 0, 6), op(_smStream, 1)))
 	// A cut during Create, with unsynced records torn.
 	f.Add(seq(1,
-		op(_smCreate, 0, 5), op(_smPublish, 0, 0x0b), op(_smCut, 9, _smCreate, 1, 3), op(_smList),
-		op(_smCut, 4, _smCreate, 2, 6), op(_smPublish, 2, 0x83)))
+		op(_smCreate, 0, 5), op(_smPublish, 0, 0x0b), op(_smCut, 9, 0, _smCreate, 1, 3), op(_smList),
+		op(_smCut, 4, 0, _smCreate, 2, 6), op(_smPublish, 2, 0x83)))
 	// A cut during Delete, and during a group's checkpoint.
 	f.Add(seq(2,
 		op(_smCreate, 3, 1), op(_smBatch, 3, 0x85), op(_smGroup, 3, 0, 0), op(_smNext, 3, 0), op(_smAck, 3, 0, 0),
-		op(_smCut, 3, _smCheckpoint, 3, 0), op(_smCut, 12, _smDelete, 3), op(_smList), op(_smCreate, 3, 0)))
+		op(_smCut, 3, 0, _smCheckpoint, 3, 0), op(_smCut, 12, 0, _smDelete, 3), op(_smList), op(_smCreate, 3, 0)))
 	// Bad names; a cut while a group is created, a publish is synced, a
 	// store closes; retention that deletes.
 	f.Add(seq(3,
 		op(_smBadName, 0, 0), op(_smBadName, 4, 1), op(_smBadName, 6, 2), op(_smCreate, 1, 5),
 		op(_smBadName, 7, 3), op(_smBadName, 2, 4), op(_smBadName, 13, 0), op(_smBadName, 3, 3),
-		op(_smCut, 5, _smGroup, 1, 1, 3), op(_smBatch, 1, 0x0f), op(_smBatch, 1, 0x0f), op(_smBatch, 1, 0x0f),
-		op(_smCut, 2, _smPublish, 1, 0x8f), op(_smGroup, 1, 0, 0), op(_smNext, 1, 0), op(_smCut, 20, _smReopen)))
+		op(_smCut, 5, 0, _smGroup, 1, 1, 3), op(_smBatch, 1, 0x0f), op(_smBatch, 1, 0x0f), op(_smBatch, 1, 0x0f),
+		op(_smCut, 2, 8, _smPublish, 1, 0x8f), op(_smGroup, 1, 0, 0), op(_smNext, 1, 0), op(_smCut, 20, 0, _smReopen)))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) == 0 || len(in) > 300 {
 			return
@@ -1087,6 +1112,7 @@ func FuzzStoreModel(f *testing.F) {
 				continue
 			}
 			k := 1 + int64(a.byte()%64)
+			k2 := a.byte()
 			sub := []byte{_smCreate, _smDelete, _smPublish, _smBatch, _smGroup, _smCheckpoint, _smGroupClose, _smReopen}
 			if o = a.byte() % _smOps; !slices.Contains(sub, o) {
 				o = sub[int(o)%len(sub)]
@@ -1114,7 +1140,7 @@ func FuzzStoreModel(f *testing.F) {
 				}
 				continue
 			}
-			r.crashed(after, inf)
+			r.crashed(after, inf, k2)
 		}
 	})
 }
