@@ -1161,8 +1161,8 @@ func maxTime(a, b time.Time) time.Time {
 
 // within waits until cond holds, moving a clock.Fake to armed timers but
 // never past by: the flusher must have done what cond says by then. It
-// waits for the flusher in real time, so it needs no knowledge of when the
-// flusher sleeps. On the system clock it is until.
+// waits for the flusher in real time, never moving the clock past a timer
+// the flusher may not have armed yet. On the system clock it is until.
 func (m *engModel) within(what string, by time.Time, cond func() bool) {
 	m.t.Helper()
 	if m.clk == nil {
@@ -1173,6 +1173,12 @@ func (m *engModel) within(what string, by time.Time, cond func() bool) {
 	defer guard.Stop()
 	for steps := 0; ; steps++ {
 		progress, timers := m.e.Progress(), m.clk.Changed()
+		if cond() {
+			return
+		}
+		// The flusher arms its timers relative to the time its pass
+		// began: moving the clock during a pass would arm them late.
+		m.awaitParked()
 		if cond() {
 			return
 		}
@@ -1287,12 +1293,13 @@ func (m *engModel) finish() {
 // the engine fails with it (the first it got); it never fails otherwise.
 func (m *engModel) syncFail() {
 	m.t.Helper()
+	failed := m.e.Err() // before the sink's errors: it returns them before the engine fails
 	m.mu.Lock()
 	fails := slices.Clone(m.sink.failures)
 	m.mu.Unlock()
 	if len(fails) == 0 {
-		if err := m.e.Err(); err != nil {
-			m.fatalf("the engine failed with %v, the sink returned no error", err)
+		if failed != nil {
+			m.fatalf("the engine failed with %v, the sink returned no error", failed)
 		}
 		return
 	}
