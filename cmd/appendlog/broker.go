@@ -117,6 +117,13 @@ type brokerResult struct {
 	EndLagRecords  int64   `json:"end_lag_records"`
 	PeakRSSBytes   int64   `json:"peak_rss_bytes"`
 	DiskBytes      int64   `json:"disk_bytes"`
+	// CPUSeconds is the CPU time, user and system, of the whole process
+	// (harness included: publishing, checking and timing each message)
+	// from the start of publishing to the store's Close; CPUPerMsgNs is
+	// it per message published. The kernel threads that run its parked
+	// syncs count as the process's.
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	CPUPerMsgNs float64 `json:"cpu_per_msg_ns"`
 
 	Lost       int64    `json:"lost"`
 	Duplicates int64    `json:"duplicates"`
@@ -655,6 +662,7 @@ func (b *brokerRun) run(ctx context.Context) error {
 		b.res.ResumedFrom = nil
 	}
 
+	cpu0, cpuErr := sys.CPUTime()
 	b.epoch = time.Now()
 	b.lifeStart = b.epoch.UnixNano()
 	start := b.epoch
@@ -755,6 +763,9 @@ func (b *brokerRun) run(ctx context.Context) error {
 	close(stopBg)
 	bg.Wait()
 	elapsed := time.Since(start)
+	if cpu1, err := sys.CPUTime(); err == nil && cpuErr == nil {
+		b.res.CPUSeconds = (cpu1 - cpu0).Seconds()
+	}
 
 	b.finish(pubTime, consTime, elapsed)
 	err := context.Cause(runCtx)
@@ -1008,6 +1019,9 @@ func (b *brokerRun) finish(pubTime, consTime, elapsed time.Duration) {
 		r.E2EP50us, r.E2EP99us, r.E2EP999us = us(50), us(99), us(99.9)
 	}
 	r.PeakRSSBytes, _ = sys.MaxRSS()
+	if r.Published > 0 {
+		r.CPUPerMsgNs = r.CPUSeconds * 1e9 / float64(r.Published)
+	}
 	b.mu.Lock()
 	r.Problems = b.problems
 	if b.nprob > len(b.problems) {
@@ -1045,6 +1059,9 @@ func (b *brokerRun) report(runErr error) error {
 	fmt.Fprintf(w, "  end to end (publish call to delivery): p50 %.0f µs, p99 %.0f µs, p99.9 %.0f µs\n", r.E2EP50us, r.E2EP99us, r.E2EP999us)
 	fmt.Fprintf(w, "  lag: at most %d records while running, %d at the end\n", r.MaxLagRecords, r.EndLagRecords)
 	fmt.Fprintf(w, "  peak RSS %s, %s of segments on disk\n", humanBytes(r.PeakRSSBytes), humanBytes(r.DiskBytes))
+	if r.CPUSeconds > 0 {
+		fmt.Fprintf(w, "  CPU %.2f s, user and system, harness included: %.0f ns per message published\n", r.CPUSeconds, r.CPUPerMsgNs)
+	}
 	dir := r.Dir
 	if !r.Kept {
 		dir += " (removed)"

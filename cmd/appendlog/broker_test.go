@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,6 +50,12 @@ func TestBrokerModes(t *testing.T) {
 			}
 			if res.E2EP50us <= 0 || res.E2EP999us < res.E2EP50us || res.PeakRSSBytes <= 0 || res.DiskBytes <= 0 {
 				t.Fatalf("figures missing: %+v", res)
+			}
+			// CPU time: some, and no more than every CPU busy for the
+			// whole run (a unit slip would be off by 1e3 or more).
+			if res.CPUSeconds <= 0 || res.CPUSeconds > res.Seconds*float64(runtime.NumCPU())+0.1 ||
+				math.Abs(res.CPUPerMsgNs-res.CPUSeconds*1e9/float64(res.Published)) > 1 {
+				t.Fatalf("CPU %.3f s (%.0f ns per message) in %.3f s on %d CPUs", res.CPUSeconds, res.CPUPerMsgNs, res.Seconds, runtime.NumCPU())
 			}
 			if res.Kept {
 				t.Fatalf("temporary directory kept: %+v", res)
