@@ -305,17 +305,16 @@ func (f *flusher) sleep(p plan, progressed bool) {
 	}
 	if d >= 0 {
 		f.arm(d)
-		if pos <= w && f.timerAt.Sub(p.now) > f.cfg.FlushInterval {
-			// Nothing to write, and the timer (the sync policy's or the
-			// sink's) fires later than a commit may wait: sleep as if
-			// idle, so that the next commit wakes the flusher to arm its
-			// flush timer.
-			f.sleepIdle(true)
-		}
-		return
 	}
-	if f.timerAt.IsZero() {
+	switch {
+	case f.timerAt.IsZero():
 		f.sleepIdle(false)
+	case pos <= w && f.timerAt.Sub(p.now) > f.cfg.FlushInterval:
+		// Nothing to write, and the timer (the sync policy's or the
+		// sink's, perhaps armed for a sync that is done by now) fires
+		// later than a commit may wait: sleep as if idle, so that the
+		// next commit wakes the flusher to arm its flush timer.
+		f.sleepIdle(true)
 	}
 }
 

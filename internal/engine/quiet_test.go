@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -20,10 +21,12 @@ func TestCommitWakesFlusherOnALongTimer(t *testing.T) {
 		name string
 		cfg  Config
 		tick time.Duration // TickIn's answer, 0 for a plain Sink
+		sync bool          // Sync the first record: the policy's timer is left with nothing to do
 	}{
-		{"sync-interval", Config{Sync: SyncInterval, SyncEvery: 40 * time.Millisecond}, 0},
-		{"sync-batch", Config{Sync: SyncBatch, BatchBytes: 1 << 20, BatchAge: 40 * time.Millisecond}, 0},
-		{"timed-sink", Config{}, time.Hour},
+		{"sync-interval", Config{Sync: SyncInterval, SyncEvery: 40 * time.Millisecond}, 0, false},
+		{"sync-interval-after-sync", Config{Sync: SyncInterval, SyncEvery: 40 * time.Millisecond}, 0, true},
+		{"sync-batch", Config{Sync: SyncBatch, BatchBytes: 1 << 20, BatchAge: 40 * time.Millisecond}, 0, false},
+		{"timed-sink", Config{}, time.Hour, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newFake()
@@ -44,6 +47,11 @@ func TestCommitWakesFlusherOnALongTimer(t *testing.T) {
 			advanceUntil(t, e, clk, "the first record written by the flush timer", func() bool {
 				return e.Written() >= a.Pos+100
 			})
+			if tc.sync {
+				if err := e.Sync(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
 			// The flusher now sleeps on its long timer alone.
 			waitTimer(t, clk, "the flusher sleeps on its long timer", func(at time.Time) bool { return at.Sub(clk.Now()) > flushEvery })
 			b := commitN(t, e, 100)
