@@ -94,9 +94,14 @@ var _modelRings = [...]struct{ size, block, maxWrite, flushBytes int }{
 	{2 * MinSize, 4 << 10, 0, 0},      // default MaxWrite and FlushBytes
 }
 
-// _modelGuard bounds one operation: past it the watchdog panics with the
-// operations run so far (a hang is a failure, not a fuzzing timeout).
-const _modelGuard = 15 * time.Second
+// _modelWait bounds each wait of the model for the flusher, and
+// _modelGuard one operation: past it the watchdog panics with the
+// operations run so far. Both are below the ten seconds after which a
+// fuzzing worker gives up on an input without saying why.
+const (
+	_modelWait  = 5 * time.Second
+	_modelGuard = 8 * time.Second
+)
 
 // engineModelSeeds cover every operation: claims of every kind outstanding
 // together and committed out of order, the ring full and wrapping, waits
@@ -992,7 +997,7 @@ func (m *engModel) requestSync() {
 // until cond holds.
 func (m *engModel) waitProgress(what string, cond func() bool) {
 	m.t.Helper()
-	guard := time.NewTimer(_guard)
+	guard := time.NewTimer(_modelWait)
 	defer guard.Stop()
 	for {
 		ch := m.e.Progress()
@@ -1003,7 +1008,7 @@ func (m *engModel) waitProgress(what string, cond func() bool) {
 		case <-ch:
 		case <-time.After(time.Millisecond): // a TimedTick is not progress
 		case <-guard.C:
-			m.fatalf("not after %v: %s", _guard, what)
+			m.fatalf("not after %v: %s", _modelWait, what)
 		}
 	}
 }
@@ -1017,7 +1022,7 @@ func (m *engModel) until(what string, cond func() bool) {
 		m.waitProgress(what, cond)
 		return
 	}
-	guard := time.NewTimer(_guard)
+	guard := time.NewTimer(_modelWait)
 	defer guard.Stop()
 	for steps := 0; ; steps++ {
 		progress, timers := m.e.Progress(), m.clk.Changed()
@@ -1037,7 +1042,7 @@ func (m *engModel) until(what string, cond func() bool) {
 		case <-timers:
 		case <-time.After(time.Millisecond):
 		case <-guard.C:
-			m.fatalf("not after %v of real time (fake time %v): %s", _guard, m.clk.Now(), what)
+			m.fatalf("not after %v of real time (fake time %v): %s", _modelWait, m.clk.Now(), what)
 		}
 	}
 }
@@ -1091,10 +1096,10 @@ func (m *engModel) awaitParked() {
 		m.mu.Unlock()
 		return !inFlight && m.e.due.Load() > m.e.nanos(m.clk.Now())+int64(_lateSlack)
 	}
-	deadline := time.Now().Add(_guard)
+	deadline := time.Now().Add(_modelWait)
 	for n := 0; !parked() || !parked(); n++ {
 		if time.Now().After(deadline) {
-			m.fatalf("the flusher did not park in %v", _guard)
+			m.fatalf("the flusher did not park in %v", _modelWait)
 		}
 		if n < 100 {
 			runtime.Gosched()
@@ -1169,7 +1174,7 @@ func (m *engModel) within(what string, by time.Time, cond func() bool) {
 		m.waitProgress(what, cond)
 		return
 	}
-	guard := time.NewTimer(_guard)
+	guard := time.NewTimer(_modelWait)
 	defer guard.Stop()
 	for steps := 0; ; steps++ {
 		progress, timers := m.e.Progress(), m.clk.Changed()
@@ -1193,7 +1198,7 @@ func (m *engModel) within(what string, by time.Time, cond func() bool) {
 		case <-guard.C:
 			at, ok := m.clk.Next()
 			m.fatalf("not by %v of fake time (%v from now, %v real time later): %s; the earliest timer is at %v (armed %v)",
-				by, by.Sub(m.clk.Now()), _guard, what, at, ok)
+				by, by.Sub(m.clk.Now()), _modelWait, what, at, ok)
 		}
 	}
 }
