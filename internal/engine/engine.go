@@ -930,11 +930,15 @@ type Stats struct {
 // Stats returns a snapshot of the engine's counters. It is cheap and safe at
 // any time.
 func (e *Engine) Stats() Stats {
+	// Loaded in the order opposite to the one they advance in, so that a
+	// snapshot never shows Synced > Written or Written > Claimed.
+	synced := e.synced.Load()
+	written := e.written.Load()
 	pos, _ := e.Tail()
 	return Stats{
 		Claimed:      pos,
-		Written:      e.written.Load(),
-		Synced:       e.synced.Load(),
+		Written:      written,
+		Synced:       synced,
 		Flushes:      e.stats.flushes.Load(),
 		Syncs:        e.stats.syncs.Load(),
 		BlockedWaits: e.stats.blockedWait.Load(),
