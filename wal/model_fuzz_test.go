@@ -171,12 +171,15 @@ func payloadOf(seq uint64, n int) []byte {
 	return p
 }
 
-func (m *modelLog) byte() byte {
-	if len(m.in) == 0 {
+func (m *modelLog) byte() byte { return nextByte(&m.in) }
+
+// nextByte takes the first byte of a fuzz input; past its end, 0.
+func nextByte(in *[]byte) byte {
+	if len(*in) == 0 {
 		return 0
 	}
-	b := m.in[0]
-	m.in = m.in[1:]
+	b := (*in)[0]
+	*in = (*in)[1:]
 	return b
 }
 
@@ -197,11 +200,14 @@ func (m *modelLog) size() int {
 	return arg * 64
 }
 
-// seq decodes a sequence number relative to the log: 0, below FirstSeq,
-// at it, in the middle, at NextSeq, past it, or anywhere.
-func (m *modelLog) seq() uint64 {
-	kind, arg := m.byte(), uint64(m.byte())
-	first, next := m.first, m.next()
+// seq decodes a sequence number relative to the log (seqIn).
+func (m *modelLog) seq() uint64 { return seqIn(&m.in, m.first, m.next()) }
+
+// seqIn decodes a sequence number relative to a log holding records
+// [first, next): 0, below first, at it, in the middle, just below next,
+// at it, past it, or anywhere.
+func seqIn(in *[]byte, first, next uint64) uint64 {
+	kind, arg := nextByte(in), uint64(nextByte(in))
 	switch kind % 8 {
 	case 0:
 		return 0

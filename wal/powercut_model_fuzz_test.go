@@ -266,14 +266,7 @@ var _pcCursorNames = []string{"a", "b", "c"}
 
 func (m *pcModel) next() uint64 { return uint64(len(m.recs)) }
 
-func (m *pcModel) byte() byte {
-	if len(m.in) == 0 {
-		return 0
-	}
-	b := m.in[0]
-	m.in = m.in[1:]
-	return b
-}
+func (m *pcModel) byte() byte { return nextByte(&m.in) }
 
 // fatalf fails the test with the operations run so far.
 func (m *pcModel) fatalf(format string, args ...any) {
@@ -336,29 +329,8 @@ func (m *pcModel) size() int {
 	return arg * 16
 }
 
-// seq decodes a sequence number relative to the log: 0, below FirstSeq,
-// at it, in the middle, just below NextSeq, at it, past it, or anywhere.
-func (m *pcModel) seq() uint64 {
-	kind, arg := m.byte(), uint64(m.byte())
-	first, next := m.first, m.next()
-	switch kind % 8 {
-	case 0:
-		return 0
-	case 1:
-		return first - min(first, 1+arg%4)
-	case 2:
-		return first
-	case 3:
-		return first + arg%max(next-first, 1)
-	case 4:
-		return next - min(next, 1+arg%4)
-	case 5:
-		return next
-	case 6:
-		return next + 1 + arg%3
-	}
-	return arg
-}
+// seq decodes a sequence number relative to the log (seqIn).
+func (m *pcModel) seq() uint64 { return seqIn(&m.in, m.first, m.next()) }
 
 // pcOpts sets the options a reopen's byte picks: the sync mode (bits 0
 // and 1) and VerifyOnOpen (bit 2).
