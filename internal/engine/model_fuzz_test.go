@@ -1100,8 +1100,17 @@ func (m *engModel) awaitParked() {
 	// due is a hint, not a promise (a pass under way stores it too), so a
 	// flusher that does not look parked within a second is taken as
 	// parked: the waits that follow have their own bounds.
+	// Parked at two looks in a row.
+	settled := func() bool {
+		for range 2 {
+			if !parked() {
+				return false
+			}
+		}
+		return true
+	}
 	deadline := time.Now().Add(time.Second)
-	for n := 0; !parked() || !parked(); n++ {
+	for n := 0; !settled(); n++ {
 		if time.Now().After(deadline) {
 			return
 		}
