@@ -172,10 +172,10 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, from, 
 				dir, g.Range(), g.Offset, g.Segment)
 			continue
 		case errors.As(err, &tr) && tr.First > tr.Seq:
-			fmt.Fprintf(stderr, "appendlog tail: %s: %s deleted by retention before tail printed them; going on from record %d\n",
-				dir, seqRange(tr.Seq, tr.First), tr.First)
+			// Opened again where it stopped, the Reader names what was
+			// deleted and goes on from the first record left.
 			r.Close()
-			if r, err = openFrom(stderr, dir, tr.First, false); err != nil {
+			if r, err = openFrom(stderr, dir, tr.Seq, false); err != nil {
 				return err
 			}
 			continue
@@ -239,11 +239,7 @@ func lastRecords(dir string, n uint64) (from, end uint64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	firsts := make([]uint64, len(segs))
-	for i, sg := range segs {
-		firsts[i] = sg.first
-	}
-	if len(firsts) == 0 {
+	if len(segs) == 0 {
 		// No segments: OpenReader says whether dir is an empty log or
 		// not a log at all.
 		r, err := wal.OpenReader(dir, 1, readOptions())
@@ -256,14 +252,14 @@ func lastRecords(dir string, n uint64) (from, end uint64, err error) {
 	var (
 		runs  []seqRun // the records present in the segments read, in order
 		count uint64   // records in runs
-		start = firsts[0]
+		start = segs[0].first
 	)
-	for j := len(firsts) - 1; j >= 0; j-- {
+	for j := len(segs) - 1; j >= 0; j-- {
 		var limit uint64 // 0: read to the end of the log
-		if j < len(firsts)-1 {
-			limit = firsts[j+1]
+		if j < len(segs)-1 {
+			limit = segs[j+1].first
 		}
-		rs, next, err := segmentRuns(dir, firsts[j], limit)
+		rs, next, err := segmentRuns(dir, segs[j].first, limit)
 		if limit != 0 && errors.Is(err, wal.ErrTruncated) {
 			// Retention deleted the segment since it was listed: the
 			// log starts after it now.
