@@ -97,6 +97,9 @@ func TestShipGroupRunAfterGiveUpRefuses(t *testing.T) {
 	if err := sh.Run(context.Background()); !errors.Is(err, ErrFlushTimeout) {
 		t.Fatalf("Run while Kafka refuses every record for now: %v, want ErrFlushTimeout", err)
 	}
+	// Kafka answers only once the client gave up on every record: none
+	// of them is in Kafka, and all must be read again.
+	waitFor(t, "the client to give up on the records in flight", func() bool { return sh.Stats().InFlight == 0 })
 	refuse.Store(false)
 	err = sh.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "ship with a new one") {
