@@ -83,8 +83,9 @@ func (f *flusher) run() {
 	if f.timed != nil {
 		// A Sink may want a call before anything is written (a log
 		// reopened with work due later).
-		if t := f.timed.TickIn(e.now()); t >= 0 {
-			f.arm(t)
+		now := e.now()
+		if t := f.timed.TickIn(now); t >= 0 {
+			f.arm(now, t)
 		}
 	}
 	for {
@@ -104,7 +105,7 @@ func (f *flusher) run() {
 		if progressed {
 			e.progress.Broadcast()
 		}
-		if f.timed != nil && !f.stopping && f.timed.TickIn(p.now) == 0 { // p.now: one clock read a pass
+		if f.timed != nil && !f.stopping && f.timed.TickIn(p.now) == 0 { // p.now: no clock read of its own
 			if err := f.timed.TimedTick(); err != nil {
 				e.fail(err)
 				continue
@@ -289,6 +290,10 @@ func (f *flusher) awaitCommit() {
 // sleep chooses how the flusher waits for its next pass: another pass at
 // once when more is wanted now, the timer when bytes wait to be written or
 // synced (wakeAfter), or idle until a producer's commit kicks it.
+//
+// It reads the clock again: the pass's writes, sync and TimedTick took
+// time since decide read it, and a sleep measured from the start of the
+// pass but armed at its end would fire late by that much.
 func (f *flusher) sleep(p plan, progressed bool) {
 	e := f.e
 	pos, _ := e.Tail()
@@ -297,6 +302,7 @@ func (f *flusher) sleep(p plan, progressed bool) {
 		e.wake() // more is wanted now: go round again at once
 		return
 	}
+	p.now = e.now()
 	d := f.wakeAfter(p, pos, w, s)
 	if f.timed != nil {
 		if t := f.timed.TickIn(p.now); t >= 0 {
@@ -304,7 +310,7 @@ func (f *flusher) sleep(p plan, progressed bool) {
 		}
 	}
 	if d >= 0 {
-		f.arm(d)
+		f.arm(p.now, d)
 	}
 	switch {
 	case f.timerAt.IsZero():
@@ -346,11 +352,11 @@ func (f *flusher) wakeAfter(p plan, pos, w, s uint64) time.Duration {
 	return d
 }
 
-// arm sets the timer to fire after d (at least a microsecond), unless it
-// is already due sooner.
-func (f *flusher) arm(d time.Duration) {
+// arm sets the timer to fire d (at least a microsecond) after now, a time
+// just read, unless it is already due sooner.
+func (f *flusher) arm(now time.Time, d time.Duration) {
 	d = max(d, time.Microsecond)
-	at := f.e.now().Add(d)
+	at := now.Add(d)
 	if !f.timerAt.IsZero() && !at.Before(f.timerAt) {
 		return
 	}

@@ -1153,9 +1153,8 @@ func (m *engModel) settle() {
 	seen, ticks := m.sink.dueSeen, m.sink.ticks
 	m.mu.Unlock()
 	if seen {
-		// Not bounded in time as the writes are: the flusher arms its
-		// timer for TickIn's answer relative to the time its pass began,
-		// and the sink checks TimedTick does not come before due.
+		// Not bounded in time as the writes are; the sink checks
+		// TimedTick does not come before due.
 		m.until("a TimedTick asked for", func() bool {
 			m.mu.Lock()
 			defer m.mu.Unlock()
