@@ -310,12 +310,14 @@ type Engine struct {
 	// waiters counts goroutines waiting on the flusher (space, flush or
 	// sync); while non-zero every commit kicks the flusher.
 	waiters atomic.Int32
-	// idle is set by the flusher when it sleeps with nothing to write;
-	// the commit that clears it kicks the flusher.
+	// idle is set by the flusher when it sleeps with nothing to write, or
+	// with nothing committed to write for a request that waits on bytes
+	// still being copied; the commit that clears it kicks the flusher.
 	idle atomic.Bool
-	// idleTimer is set with idle when the flusher sleeps with nothing to
-	// write but a timer armed (its sync policy's, or a TimedSink's) that
-	// fires later than FlushInterval: Idle is then false.
+	// idleTimer is set with idle when the flusher sleeps with a timer
+	// armed: with nothing to write but a timer (its sync policy's, or a
+	// TimedSink's) that fires later than FlushInterval, or with claimed
+	// bytes not yet committed. Idle is then false.
 	idleTimer atomic.Bool
 	_         [58]byte
 	// due is when the flusher should next be seen running (nanoseconds

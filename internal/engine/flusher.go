@@ -23,7 +23,11 @@ import (
 //     earliest of the flush, sync and TickIn times), or idle until a
 //     producer's commit kicks it. With nothing to write and the timer
 //     later than FlushInterval, a commit kicks it as from idle: the timer
-//     of a sync or a TimedSink must not hold committed bytes back.
+//     of a sync or a TimedSink must not hold committed bytes back. When a
+//     request (Flush, Sync, WaitSynced, RequestSync) waits on bytes
+//     claimed but not yet committed, the next commit kicks it too, and it
+//     does not look before: the caller may have given up, and a claim may
+//     stay open for long.
 //
 // A wake-up from idle (the first commit after a quiet spell) only arms the
 // flush timer: writing a few records per wake-up would make producers and
@@ -54,10 +58,6 @@ type flusher struct {
 	// timed is the Sink as a TimedSink, or nil.
 	timed TimedSink
 }
-
-// _demandWake is how soon the flusher looks again when a waiter waits on
-// bytes that are claimed but still being copied.
-const _demandWake = 50 * time.Microsecond
 
 func newFlusher(e *Engine) *flusher {
 	f := &flusher{e: e, cfg: &e.cfg, timer: e.newTimer(time.Hour), lastSync: e.now()}
@@ -315,6 +315,12 @@ func (f *flusher) sleep(p plan, progressed bool) {
 	switch {
 	case f.timerAt.IsZero():
 		f.sleepIdle(false)
+	case pos > w && (e.flushReq.Load() > w || e.syncReq.Load() > w):
+		// A request waits on bytes that are claimed but not committed:
+		// nothing serves it before they are. Sleep until a commit (or
+		// the timer) rather than look again and again: its caller may
+		// have given up and left the request behind.
+		f.sleepUntilCommit(w)
 	case pos <= w && f.timerAt.Sub(p.now) > f.cfg.FlushInterval:
 		// Nothing to write, and the timer (the sync policy's or the
 		// sink's, perhaps armed for a sync that is done by now) fires
@@ -327,17 +333,16 @@ func (f *flusher) sleep(p plan, progressed bool) {
 // wakeAfter returns how long the flusher may sleep with the claimed,
 // written and synced positions pos, w and s, or -1 when it has nothing to
 // do until kicked. Unwritten bytes wait until FlushBytes more are expected
-// at the pacer's rate, at most FlushInterval (or _demandWake when someone
-// waits); unsynced bytes until the sync policy is due.
+// at the pacer's rate, at most FlushInterval; unsynced bytes until the
+// sync policy is due. Unwritten bytes that someone waits on are not
+// committed yet (the pass wrote the rest): their commit kicks the flusher
+// (see sleep), so they are no reason to wake sooner.
 func (f *flusher) wakeAfter(p plan, pos, w, s uint64) time.Duration {
 	cfg := f.cfg
 	pending := pos > w
 	d := time.Duration(-1)
 	if pending {
 		d = min(cfg.FlushInterval, f.pace.next(pos, p.now, uint64(cfg.FlushBytes)))
-		if p.demand {
-			d = _demandWake
-		}
 	}
 	// A sync in flight brings the loop round when it completes: the next
 	// one cannot start before, so its due time is no reason to wake.
@@ -378,6 +383,20 @@ func (f *flusher) sleepIdle(timer bool) {
 	}
 	if !timer {
 		e.progress.Broadcast()
+	}
+}
+
+// sleepUntilCommit makes the next commit kick the flusher, which has
+// written everything committed below w and sleeps with its timer armed: it
+// sets idle (with idleTimer, so Idle stays false), then looks once more, so
+// that a commit racing with it is not missed (a producer adds to its
+// block's counter, then loads idle; frontier loads the counters after).
+func (f *flusher) sleepUntilCommit(w uint64) {
+	e := f.e
+	e.idleTimer.Store(true)
+	e.idle.Store(true)
+	if e.frontier(w) > w {
+		e.wake()
 	}
 }
 

@@ -1065,9 +1065,8 @@ func (m *engModel) advance(d time.Duration) {
 
 // clockStep returns how far to move the clock.Fake for the steps-th time
 // towards the timer at at, not past limit: to the timer, or, after many
-// steps (a flusher polling every _demandWake for bytes still being
-// copied), a millisecond at a time. A pass made late is still made
-// before limit.
+// steps (a flusher that arms a short timer pass after pass), a
+// millisecond at a time. A pass made late is still made before limit.
 func (m *engModel) clockStep(steps int, at, limit time.Time) time.Duration {
 	d := at.Sub(m.clk.Now())
 	if steps > 20 {
