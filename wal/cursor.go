@@ -42,9 +42,23 @@ import (
 // position has one owner across processes too. Names starting with '.'
 // are never cursors: a reader of the directory skips them.
 //
+// The lock file cursors/..floor.lock (no cursor's side file starts with
+// "..") orders the creation of a cursor by OpenCursor, in any process,
+// against the writer's deletions (retention, TruncateFront): OpenCursor
+// (and Seek of a cursor from it) holds it (flock, exclusive) from before
+// it reads where the log starts until the new checkpoint is in the
+// directory, and a deletion that would delete something holds it from
+// before it reads the cursors' checkpoints until the segments are
+// removed. So a new cursor either is counted by the deletion or starts
+// after it. Both only try the lock: a background retention pass that
+// finds it held is skipped (the next one does its work), the others try
+// again for at most _floorWait. The kernel releases the lock of a process
+// that dies.
+//
 // These constants are part of the file format; they must not change.
 const (
 	cursorDir      = "cursors"
+	_floorLock     = "..floor.lock"
 	_cursorMagic   = "APNDCUR\x00"
 	_cursorVersion = 1
 	// _cursorFixed is the size of a cursor file without its name.
@@ -101,6 +115,13 @@ var (
 	// was not appended, or that is too far (more than the ack window)
 	// above the committed position.
 	ErrAckRange = errors.New("wal: ack out of range")
+	// ErrFloorBusy is returned (wrapped, naming the holder) by OpenCursor,
+	// a follower's Seek and TruncateFront when the lock that orders the
+	// creation of cursors against deletions (cursors/..floor.lock) stayed
+	// held by someone else for as long as they wait for it (seconds: a
+	// holder keeps it for a few file operations, so a process stopped
+	// while it held it, for example).
+	ErrFloorBusy = errors.New("wal: cursors' floor lock is busy")
 )
 
 // CursorFileError reports a cursor file that cannot be used: Path is the
@@ -422,7 +443,7 @@ func (l *Log) CursorWith(name string, opts *CursorOptions) (*Cursor, error) {
 	// Under retention's lock: a deletion under way, whose floor could not
 	// count this cursor, ends before a new cursor starts at FirstSeq.
 	l.ret.Lock()
-	err = c.start(l.FirstSeq(), l.NextSeq())
+	err = c.start(func() (uint64, uint64, error) { return l.FirstSeq(), l.NextSeq(), nil })
 	l.ret.Unlock()
 	if err != nil {
 		return nil, err
@@ -496,11 +517,12 @@ func lockCursor(fsys vfs.FS, dir, name, op string) (io.Closer, error) {
 	return lock, nil
 }
 
-// start takes the cursor's lock and reads its checkpoint, for a log whose
-// records run from first to before end: a missing cursor starts at first,
-// a checkpoint past end is clamped to end. A new or clamped position is
-// checkpointed at once. On error the lock is released.
-func (c *Cursor) start(first, end uint64) (err error) {
+// start takes the cursor's lock, then asks bounds for the log's records
+// (they run from first to before end) and reads its checkpoint: a missing
+// cursor starts at first, a checkpoint past end is clamped to end. A new
+// or clamped position is checkpointed at once, before start returns. On
+// error the lock is released.
+func (c *Cursor) start(bounds func() (first, end uint64, err error)) (err error) {
 	if c.lock, err = lockCursor(c.fsys, c.dir, c.name, "cursor"); err != nil {
 		return err
 	}
@@ -509,6 +531,12 @@ func (c *Cursor) start(first, end uint64) (err error) {
 			c.unlock()
 		}
 	}()
+	// After the lock: the checkpoint a previous holder wrote as it closed
+	// is within the bounds read now.
+	first, end, err := bounds()
+	if err != nil {
+		return err
+	}
 	committed, err := readCursorFile(c.fsys, c.dir, c.name)
 	fresh := errors.Is(err, fs.ErrNotExist)
 	switch {
@@ -532,6 +560,67 @@ func (c *Cursor) start(first, end uint64) (err error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	return c.writeDurable(committed)
+}
+
+// _floorWait bounds how long OpenCursor, a follower's Seek and
+// TruncateFront wait for the floor lock (see the cursor files); _floorPoll
+// bounds the pause between two tries.
+const (
+	_floorWait = 10 * time.Second
+	_floorPoll = 50 * time.Millisecond
+)
+
+// tryFloorLock takes the floor lock of the log in dir (see the cursor
+// files) without waiting, for holder ("retention", "OpenCursor"). A lock
+// held by someone else is an error wrapping ErrFloorBusy, naming the
+// holder. REQUIRES: the cursors directory exists.
+func tryFloorLock(fsys vfs.FS, dir, holder string) (io.Closer, error) {
+	path := filepath.Join(dir, cursorDir, _floorLock)
+	lock, err := fsys.Lock(path, fmt.Sprintf("pid %d (%s)", os.Getpid(), holder))
+	if errors.Is(err, vfs.ErrLocked) {
+		return nil, fmt.Errorf("%w: %s is held by %s", ErrFloorBusy, path, lockHolder(fsys, path))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wal: take lock %s: %w", path, err)
+	}
+	return lock, nil
+}
+
+// whileBusy calls try until it returns anything but an error wrapping
+// ErrFloorBusy, pausing between calls on clk (the system clock if nil),
+// for at most _floorWait of pauses in all; then it returns try's last
+// error, saying so.
+func whileBusy(clk clock.Clock, try func() error) error {
+	if clk == nil {
+		clk = clock.Real()
+	}
+	pause, waited := time.Millisecond, time.Duration(0)
+	for {
+		err := try()
+		if !errors.Is(err, ErrFloorBusy) {
+			return err
+		}
+		if waited >= _floorWait {
+			return fmt.Errorf("%w (tried for %v)", err, waited)
+		}
+		t := clk.NewTimer(pause)
+		<-t.C()
+		waited += pause
+		pause = min(2*pause, _floorPoll)
+	}
+}
+
+// firstInFiles returns the first sequence number of the log in dir as its
+// files say now: the first segment's (1 with no segment).
+func firstInFiles(fsys vfs.FS, dir string) (uint64, error) {
+	segs, _, _, err := listSegments(fsys, dir)
+	if err != nil {
+		return 0, err
+	}
+	if len(segs) == 0 {
+		return 1, nil
+	}
+	return segs[0].firstSeq, nil
 }
 
 // unlock releases the cursor's lock file.
@@ -789,26 +878,39 @@ func (c *Cursor) next1(ctx context.Context, wake <-chan struct{}) (seq uint64, r
 // seq below FirstSeq is a *TruncatedError naming the first record
 // available, and seq past NextSeq is ErrNotAppended; the cursor is then
 // unchanged. Seek writes the checkpoint before it returns (clamped, as
-// every checkpoint is, to the durable records), so a cursor moved back is
-// kept from retention from then on (a deletion already under way may still
-// remove seq: Next then reports a *TruncatedError again). Acks of records from seq on made before
-// Seek are forgotten. Seek must not run concurrently with Next, Ack or
-// Close.
+// every checkpoint is, to the durable records), ordered against the
+// writer's deletions as a new cursor is (see OpenCursor): a deletion
+// either counts the new position and keeps seq, or ends before Seek reads
+// FirstSeq, and seq below it is then the *TruncatedError. For a cursor
+// from OpenCursor that order waits for the floor lock, for seconds at
+// most (then an error wrapping ErrFloorBusy, the cursor unchanged). Acks
+// of records from seq on made before Seek are forgotten. Seek must not run
+// concurrently with Next, Ack or Close.
 func (c *Cursor) Seek(seq uint64) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
+	var first, next uint64
 	if c.l != nil {
 		if err := c.l.mapErr(c.l.eng.Err()); err != nil {
 			return err
 		}
+		// Before wmu, in deleteFront's order (cursorFloor takes wmu).
+		c.l.ret.Lock()
+		defer c.l.ret.Unlock()
+		first, next = c.l.FirstSeq(), c.l.NextSeq()
+	} else {
+		var floor io.Closer
+		var err error
+		first, next, floor, err = followBounds(c.dir, &c.fol.opts, "Seek")
+		if err != nil {
+			return fmt.Errorf("wal: cursor %q: seek: %w", c.name, err)
+		}
+		// Closing the lock's file releases it, whatever the unlock says.
+		defer floor.Close()
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	first, next, err := c.bounds()
-	if err != nil {
-		return err
-	}
 	if seq < first {
 		return fmt.Errorf("wal: cursor %q: seek: %w", c.name, &TruncatedError{Seq: seq, First: first})
 	}
@@ -834,15 +936,6 @@ func (c *Cursor) Seek(seq uint64) error {
 	}
 	c.err = c.writeDurable(seq)
 	return c.err
-}
-
-// bounds returns the log's first sequence number and the one after its
-// last record.
-func (c *Cursor) bounds() (first, next uint64, err error) {
-	if c.fol == nil {
-		return c.l.FirstSeq(), c.l.NextSeq(), nil
-	}
-	return readBounds(c.dir, &c.fol.opts)
 }
 
 // ackGap acks the sequence numbers of a recorded gap: the committed

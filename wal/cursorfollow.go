@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -55,7 +56,21 @@ type cursorFollower struct {
 //
 // The writer's retention keeps every record this cursor has not
 // checkpointed past, as for a cursor of its own (unless
-// Retention.IgnoreCursors). A cursor is open in one place at a time,
+// Retention.IgnoreCursors). That holds from the start, across processes:
+// OpenCursor holds the lock file cursors/..floor.lock from before it
+// reads where the log starts until a new cursor's checkpoint is in the
+// directory, and a deletion of the writer's that would delete something
+// holds it from before it reads the cursors' checkpoints until its files
+// are removed. So a new cursor is either counted by a deletion, which
+// then keeps the log's first record, or created after it, and starts at
+// the first record the deletion left (Committed, and the first Next,
+// say which); its checkpoint never names a deleted record. Neither side
+// waits long: a background retention pass that finds the lock held skips
+// its turn (Stats.RetentionSkipped), and OpenCursor tries again for a few
+// seconds, then returns an error wrapping ErrFloorBusy naming the holder.
+// The kernel releases the lock of a process that dies holding it. (On
+// systems without flock(2) the lock only orders the callers of one
+// process.) A cursor is open in one place at a time,
 // across processes: a cursor open in the writer or another consumer is
 // ErrCursorOpen naming the holder. A checkpoint past the end of the
 // records in the files is clamped to that end and reported by Clamped.
@@ -79,14 +94,24 @@ func OpenCursor(dir, name string, opts *Options, copts *CursorOptions) (*Cursor,
 	if err := makeCursorDir(o.fsys, dir); err != nil {
 		return nil, err
 	}
-	first, end, err := readBounds(dir, &o)
-	if err != nil {
-		return nil, err
-	}
 	fol := &cursorFollower{opts: o, stopc: make(chan struct{}), done: make(chan struct{})}
 	c := newCursor(o.fsys, dir, name, window, &fol.mu, &fol.writes)
 	c.fol = fol
-	if err := c.start(first, end); err != nil {
+	var floor io.Closer
+	err = c.start(func() (first, end uint64, err error) {
+		// Held until the new checkpoint is in the directory: start
+		// writes it before it returns.
+		first, end, floor, err = followBounds(dir, &o, "OpenCursor")
+		if err != nil {
+			return 0, 0, fmt.Errorf("wal: open cursor %q: %w", name, err)
+		}
+		return first, end, nil
+	})
+	if floor != nil {
+		// Closing the lock's file releases it, whatever the unlock says.
+		_ = floor.Close()
+	}
+	if err != nil {
 		return nil, err
 	}
 	clk := o.clock
@@ -95,6 +120,37 @@ func OpenCursor(dir, name string, opts *Options, copts *CursorOptions) (*Cursor,
 	}
 	go c.followLoop(clk, o.CheckpointEvery)
 	return c, nil
+}
+
+// followBounds is readBounds for a cursor from OpenCursor about to write
+// a checkpoint at a position it checks against them (a new cursor's, a
+// Seek's): it also takes the floor lock of the log in dir, for holder,
+// waiting for it as whileBusy does, and returns it held; the caller
+// releases it once the checkpoint is in the directory. That orders the
+// checkpoint against the writer's deletions: a deletion that read the
+// cursors before the checkpoint was there has removed its segments
+// before the lock is taken, and the first record is read again under the
+// lock. The bounds are read before the lock, which is not held while the
+// last segment is read through.
+func followBounds(dir string, o *Options, holder string) (first, end uint64, floor io.Closer, err error) {
+	if first, end, err = readBounds(dir, o); err != nil {
+		return 0, 0, nil, err
+	}
+	err = whileBusy(o.clock, func() error {
+		var err error
+		floor, err = tryFloorLock(o.fsys, dir, holder)
+		return err
+	})
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	f, err := firstInFiles(o.fsys, dir)
+	if err != nil {
+		_ = floor.Close() // closing the lock's file releases it
+		return 0, 0, nil, err
+	}
+	first = max(first, f)
+	return first, max(end, first), floor, nil
 }
 
 // End returns the sequence number after the log's last record as far as

@@ -172,7 +172,9 @@
 // seq (never the active one) and fsyncs the directory; Options.Retention
 // bounds the log by bytes and age, applied by the sealer goroutine after
 // each seal. Neither blocks appends, and unless Retention.IgnoreCursors
-// neither deletes records at or above a Cursor's checkpointed position.
+// neither deletes records at or above a Cursor's checkpointed position,
+// that of a cursor OpenCursor creates in another process meanwhile
+// included (a lock file in the cursors directory orders the two).
 // FirstSeq is the first record left; NewReader below it, or a Reader that
 // falls behind into deleted segments, gets a *TruncatedError
 // (ErrTruncated) naming it.

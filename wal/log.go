@@ -53,6 +53,9 @@ type Log struct {
 	retentionFloor func() (floor uint64, ok bool, err error)
 	// deleted counts segments deleted by retention and TruncateFront.
 	deleted atomic.Int64
+	// retSkipped counts background retention passes skipped for a busy
+	// floor lock (OpenCursor was creating a cursor).
+	retSkipped atomic.Int64
 	// ager applies Retention.MaxAge on a quiet log (retention.go).
 	ager retentionAger
 
@@ -340,6 +343,13 @@ type Stats struct {
 	// SegmentsDeleted counts segments deleted by retention and
 	// TruncateFront since Open.
 	SegmentsDeleted int64
+	// RetentionSkipped counts background retention passes that deleted
+	// nothing because OpenCursor, in this process or another, was
+	// creating a cursor at that moment (see OpenCursor); the next pass,
+	// after the next seal or the MaxAge timer, deletes what they would
+	// have. A count that keeps growing while segments pile up means a
+	// process holds cursors/..floor.lock and does not let go.
+	RetentionSkipped int64
 	// SyncLatency times the fdatasync of each group commit (the wait for
 	// the disk, not the queueing before it).
 	SyncLatency Histogram
@@ -362,17 +372,18 @@ func (l *Log) Stats() Stats {
 	durable := l.DurableSeq()
 	es := l.eng.Stats()
 	return Stats{
-		NextSeq:         l.NextSeq(),
-		DurableSeq:      durable,
-		Appended:        es.Claimed,
-		Written:         es.Written,
-		Syncs:           es.Syncs,
-		Writes:          es.Flushes,
-		SegmentsCreated: l.w.segments.Load(),
-		SegmentsDeleted: l.deleted.Load(),
-		SyncLatency:     l.w.syncLatency.Snapshot(),
-		SyncedRecords:   l.w.syncedRecords.Load(),
-		Failed:          l.eng.Err() != nil,
+		NextSeq:          l.NextSeq(),
+		DurableSeq:       durable,
+		Appended:         es.Claimed,
+		Written:          es.Written,
+		Syncs:            es.Syncs,
+		Writes:           es.Flushes,
+		SegmentsCreated:  l.w.segments.Load(),
+		SegmentsDeleted:  l.deleted.Load(),
+		RetentionSkipped: l.retSkipped.Load(),
+		SyncLatency:      l.w.syncLatency.Snapshot(),
+		SyncedRecords:    l.w.syncedRecords.Load(),
+		Failed:           l.eng.Err() != nil,
 	}
 }
 

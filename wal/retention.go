@@ -29,7 +29,13 @@ type Retention struct {
 	MaxAge time.Duration
 	// IgnoreCursors lets retention and TruncateFront delete records that a
 	// Cursor has not committed. By default they never delete a record at
-	// or above the lowest checkpointed Cursor position.
+	// or above the lowest checkpointed Cursor position: that of every
+	// cursor in the cursors directory when the deletion reads them, a
+	// cursor that OpenCursor is creating in another process included (the
+	// lock file cursors/..floor.lock orders the two, see OpenCursor). A
+	// background pass that finds that lock held (a cursor being created)
+	// deletes nothing and is counted in Stats.RetentionSkipped; the next
+	// pass does its work.
 	IgnoreCursors bool
 }
 
@@ -63,10 +69,14 @@ func (l *Log) FirstSeq() uint64 { return l.segs.first.Load() }
 // never the active one, and makes the deletion durable (directory fsync)
 // before it returns. Records from the first segment holding seq onwards
 // stay. Unless Options.Retention.IgnoreCursors is set it deletes nothing
-// at or above the lowest checkpointed Cursor position. Readers positioned
-// in a deleted segment finish it; a read below FirstSeq afterwards is a
-// *TruncatedError. Appends go on meanwhile. A failure of background
-// retention since the last call is returned too.
+// at or above the lowest checkpointed Cursor position, including that of
+// a cursor OpenCursor is creating in another process: if it would delete
+// something while one is (the floor lock is held, see OpenCursor), it
+// waits for it, for a few seconds at most, then deletes nothing and
+// returns an error wrapping ErrFloorBusy naming the holder. Readers
+// positioned in a deleted segment finish it; a read below FirstSeq
+// afterwards is a *TruncatedError. Appends go on meanwhile. A failure of
+// background retention since the last call is returned too.
 //
 // A segment that a rotation just created gets its name (a rename and a
 // directory fsync by the sealer) only after the segment before it is
@@ -83,12 +93,22 @@ func (l *Log) TruncateFront(seq uint64) error {
 		// it names the segment of the next rotation.
 		<-s.named
 	}
-	l.ret.Lock()
-	defer l.ret.Unlock()
-	if l.ret.closed {
+	closed := false
+	// Not under l.ret while it waits for the floor lock: Log.Cursor and
+	// the sealer's retention go on meanwhile.
+	err := whileBusy(l.opts.clock, func() error {
+		l.ret.Lock()
+		defer l.ret.Unlock()
+		if closed = l.ret.closed; closed {
+			return nil
+		}
+		return l.deleteFront(func(s *liveSeg, _ int64) bool { return s.end.Load() <= seq })
+	})
+	if closed {
 		return ErrClosed
 	}
-	err := l.deleteFront(func(s *liveSeg, _ int64) bool { return s.end.Load() <= seq })
+	l.ret.Lock()
+	defer l.ret.Unlock()
 	if berr := l.ret.err; berr != nil {
 		l.ret.err = nil
 		err = errors.Join(err, berr)
@@ -116,6 +136,12 @@ func (l *Log) applyRetention() {
 		}
 		return r.MaxAge > 0 && !s.sealedAt.IsZero() && now.Sub(s.sealedAt) > r.MaxAge
 	})
+	if errors.Is(err, ErrFloorBusy) {
+		// OpenCursor is creating a cursor: never wait on the sealer. The
+		// next pass (the next seal's, or the ager's) deletes instead.
+		l.retSkipped.Add(1)
+		return
+	}
 	if err != nil && l.ret.err == nil {
 		l.ret.err = fmt.Errorf("wal: retention: %w", err)
 	}
@@ -136,10 +162,35 @@ func (l *Log) now() time.Time {
 // while the active one's name is not durable (see liveSeg.named), and at
 // the cursors' floor. Files are removed oldest first, so a crash leaves a
 // log that starts later, never one with a hole, and never one with no
-// segment. REQUIRES: l.ret held.
+// segment.
+//
+// When the cursors' floor applies and something would be deleted, it
+// holds the floor lock (see the cursor files) from before it reads the
+// cursors' checkpoints until the files are removed, so that a cursor
+// OpenCursor creates meanwhile, in any process, is either read or starts
+// after the deletion. If the lock is held, it deletes nothing and returns
+// an error wrapping ErrFloorBusy. REQUIRES: l.ret held.
 func (l *Log) deleteFront(drop func(s *liveSeg, total int64) bool) error {
 	floor := ^uint64(0)
+	t := l.segs
 	if !l.opts.Retention.IgnoreCursors && l.retentionFloor != nil {
+		t.mu.Lock()
+		k := frontDeletable(t.mu.segs, floor, l.opts.SegmentSize, drop)
+		t.mu.Unlock()
+		if k == 0 {
+			return nil // nothing to delete: no cursor to read
+		}
+		// A new cursor's lock file is in the cursors directory: make it,
+		// or a cursor created after this look at it could not be seen.
+		if err := makeCursorDir(l.opts.fsys, l.dir); err != nil {
+			return err
+		}
+		lock, err := tryFloorLock(l.opts.fsys, l.dir, "retention")
+		if err != nil {
+			return err
+		}
+		// Closing the lock's file releases it, whatever the unlock says.
+		defer lock.Close()
 		f, ok, err := l.retentionFloor()
 		if err != nil {
 			return fmt.Errorf("wal: retention: cursor positions: %w", err)
@@ -148,22 +199,9 @@ func (l *Log) deleteFront(drop func(s *liveSeg, total int64) bool) error {
 			floor = f
 		}
 	}
-	t := l.segs
 	t.mu.Lock()
 	segs := t.mu.segs
-	var total int64
-	for _, s := range segs[:max(len(segs)-1, 0)] {
-		total += s.size
-	}
-	total += l.opts.SegmentSize
-	k := 0
-	for ; k < len(segs)-1; k++ {
-		s := segs[k]
-		if s.end.Load() > floor || !segs[k+1].nameDurable() || !drop(s, total) {
-			break
-		}
-		total -= s.size
-	}
+	k := frontDeletable(segs, floor, l.opts.SegmentSize, drop)
 	gone := append([]*liveSeg(nil), segs[:k]...)
 	if k > 0 {
 		t.mu.segs = append(segs[:0:0], segs[k:]...)
@@ -190,6 +228,27 @@ func (l *Log) deleteFront(drop func(s *liveSeg, total int64) bool) error {
 	}
 	l.deleted.Add(int64(len(gone)))
 	return err
+}
+
+// frontDeletable returns how many segments from the front of segs
+// deleteFront deletes: sealed ones, while drop says so (given the total
+// size of the segments, the active one counted as segSize), the name of
+// the next one is durable, and the records of each end at or below floor.
+func frontDeletable(segs []*liveSeg, floor uint64, segSize int64, drop func(s *liveSeg, total int64) bool) int {
+	var total int64
+	for _, s := range segs[:max(len(segs)-1, 0)] {
+		total += s.size
+	}
+	total += segSize
+	k := 0
+	for ; k < len(segs)-1; k++ {
+		s := segs[k]
+		if s.end.Load() > floor || !segs[k+1].nameDurable() || !drop(s, total) {
+			break
+		}
+		total -= s.size
+	}
+	return k
 }
 
 // retentionAger applies Retention.MaxAge to a log that does not seal
