@@ -392,10 +392,10 @@ func (st *Store) Create(name string, cfg *Config) (*Stream, error) {
 	if err := fsys.MkdirAll(filepath.Join(tmp, _groupsDir), 0o755); err != nil {
 		return fail(err)
 	}
+	// writeJSON fsyncs tmp last, after its rename of stream.json: that
+	// makes every entry of tmp (log, groups, stream.json) durable before
+	// tmp is renamed into place.
 	if err := writeJSON(fsys, filepath.Join(tmp, _streamFile), c.file(name)); err != nil {
-		return fail(err)
-	}
-	if err := fsys.SyncDir(tmp); err != nil {
 		return fail(err)
 	}
 	if err := fsys.Rename(tmp, final); err != nil {
