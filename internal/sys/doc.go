@@ -23,7 +23,9 @@
 //     shmlog, and /proc/PID/stat (ProcStart) to tell a dead writer;
 //   - io_uring_setup(2) and io_uring_enter(2) (Uring), and a process-wide
 //     ring with an eventfd read through Go's poller behind
-//     FdatasyncParked and SyncDirParked (IORING_OP_FSYNC);
+//     FdatasyncParked and SyncDirParked (IORING_OP_FSYNC), whose kernel
+//     workers it finds in /proc/self/task and moves to SCHED_BATCH with
+//     sched_setattr(2);
 //   - getrusage(2): MaxRSS.
 //
 // Every other platform gets a portable fallback (files ending in _other.go)

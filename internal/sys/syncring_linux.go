@@ -37,6 +37,8 @@ type syncRing struct {
 	pending int      // slots submitted and not yet reaped
 	leading bool     // a caller is reading ev
 	evBuf   [8]byte  // the leader's read buffer
+
+	workers workerSched // its own lock; see workerSched
 }
 
 type ringSlot struct {
@@ -133,6 +135,8 @@ func (r *syncRing) do(sqe *uringSQE) (ok bool, err error) {
 	lead := !r.leading
 	r.leading = true
 	r.mu.Unlock()
+	// After the submission, which may have made a worker.
+	r.workers.maybeScan()
 
 	if !lead {
 		if res := <-r.slots[tok].c; res != _lead {

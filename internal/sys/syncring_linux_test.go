@@ -4,9 +4,11 @@ package sys
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -226,5 +228,149 @@ func TestSyncRingFailedSubmitLeavesNothingQueued(t *testing.T) {
 	}
 	if h, tl := r.u.sqHead.Load(), r.u.sqTail.Load(); h != tl {
 		t.Fatalf("%d entries left unsubmitted", tl-h)
+	}
+}
+
+// TestSyncRingWorkersBatch: the kernel workers that run the ring's
+// fdatasyncs end up SCHED_BATCH (see workerSched), set by the ring's own
+// submissions.
+func TestSyncRingWorkersBatch(t *testing.T) {
+	r := newTestRing(t, 8)
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			f, err := os.Create(filepath.Join(dir, string(rune('a'+g))))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer f.Close()
+			for i := range 20 {
+				if _, err := f.Write([]byte{byte(i)}); err != nil {
+					t.Error(err)
+					return
+				}
+				if ok, err := r.fsync(int(f.Fd()), _ioringFsyncDatasync); err != nil || !ok {
+					t.Errorf("fsync through the ring: taken %v, %v", ok, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	tids, err := workerTIDs()
+	if err != nil {
+		t.Skipf("cannot list this process's threads: %v", err)
+	}
+	if len(tids) == 0 {
+		t.Fatal("no io-wq worker after 80 fdatasyncs through the ring")
+	}
+	// Submissions due to scan, that run on no worker themselves (a
+	// timeout), until no worker is left SCHED_OTHER: the kernel may make a
+	// worker after a scan (when a worker sleeps in its I/O, through the
+	// submitting thread's task work), and the next scan changes it.
+	var left []string
+	for range 100 {
+		r.workers.due.Store(0)
+		ts := &unix.Timespec{Nsec: int64(time.Microsecond)}
+		sqe := uringSQE{opcode: _ioringOpTimeout, addr: uint64(uintptr(unsafe.Pointer(ts))), len: 1}
+		if ok, err := r.do(&sqe); !ok || !errors.Is(err, unix.ETIME) {
+			t.Fatalf("timeout through the ring: taken %v, %v", ok, err)
+		}
+		runtime.KeepAlive(ts)
+		tids, err = workerTIDs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		left = left[:0]
+		for _, tid := range tids {
+			p, err := workerPolicy(tid)
+			if errors.Is(err, unix.ESRCH) {
+				continue // it exited meanwhile
+			}
+			if err != nil {
+				t.Fatalf("sched_getattr of worker %d: %v", tid, err)
+			}
+			if p != unix.SCHED_BATCH {
+				left = append(left, fmt.Sprintf("worker %d: policy %d", tid, p))
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("io-wq workers not SCHED_BATCH (%d) after 100 scans: %v", unix.SCHED_BATCH, left)
+}
+
+func TestParseTID(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int32
+		ok   bool
+	}{
+		{"1", 1, true}, {"4194304", 4194304, true}, {"2147483647", 1<<31 - 1, true},
+		{"", 0, false}, {".", 0, false}, {"..", 0, false}, {"0", 0, false}, {"12a", 0, false},
+		{"2147483648", 0, false}, {"99999999999", 0, false}, {"-1", 0, false},
+	} {
+		if got, ok := parseTID([]byte(c.in)); got != c.want || ok != c.ok {
+			t.Errorf("parseTID(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestStatFlags(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"12 (iou-wrk-10) S 1 12 12 0 -1 4194384 0 0", 4194384, true},
+		{"12 (a b) c)) R 1 12 12 0 -1 16 0", 16, true},
+		{"12 (x) S 1 12 12 0 -1", 0, false},
+		{"12 (x) S 1 12 12 0 -1 zz 0", 0, false},
+		{"garbage", 0, false},
+	} {
+		if got, ok := statFlags([]byte(c.in)); got != c.want || ok != c.ok {
+			t.Errorf("statFlags(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// workerPolicy returns the scheduling policy of thread tid (tests).
+func workerPolicy(tid int) (uint32, error) {
+	attr, err := unix.SchedGetAttr(tid, 0)
+	if err != nil {
+		return 0, err
+	}
+	return attr.Policy, nil
+}
+
+// workerTIDs returns the tids of this process's io-wq workers (tests).
+func workerTIDs() ([]int, error) {
+	var w workerSched
+	var tids []int
+	fd, err := unix.Open("/proc/self/task", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 1<<16)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return tids, nil
+		}
+		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+		for _, name := range names {
+			if w.isWorker([]byte(name)) {
+				tid, _ := strconv.Atoi(name)
+				tids = append(tids, tid)
+			}
+		}
 	}
 }

@@ -80,6 +80,11 @@ func Fdatasync(f *os.File) error {
 // (a kernel worker's wake-up and the poller's) and adds a little latency,
 // so it is for processes where several logs sync at once.
 //
+// On Linux the kernel workers that run these syncs are moved to
+// SCHED_BATCH: they keep their fair share of CPU time, but an fdatasync's
+// completion does not preempt the thread running on its CPU (one of Go's,
+// holding a P). See workerSched.
+//
 // Where io_uring is unavailable (other platforms, old kernels, disabled by
 // sysctl or seccomp), or too many syncs are in flight, it is Fdatasync.
 func FdatasyncParked(f *os.File) error {
