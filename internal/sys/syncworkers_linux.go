@@ -30,7 +30,10 @@ import (
 //
 // No system call creates or names the workers for the process, so the
 // first sync ring submission and then one at most every _workerScanEvery
-// list /proc/self/task and change any "iou-wrk-" thread not seen before.
+// list /proc/self/task and change any io_uring worker thread not seen
+// before. That is every io_uring worker of the process, those of its other
+// rings (sys.Uring) too: a write that one of those punts to a worker is
+// background work as much as a sync.
 // A worker the kernel creates between two scans runs SCHED_OTHER until
 // the next. Workers live until they have been idle for some seconds, so
 // under a steady load nearly every sync runs on a changed one. A failure
@@ -53,7 +56,7 @@ const _workerScanEvery = 100 * time.Millisecond
 
 // _maxSeenThreads bounds workerSched.seen; past it the list starts again
 // (a thread seen before is only looked at once more).
-const _maxSeenThreads = 1024
+const _maxSeenThreads = 4096
 
 var _workerEpoch = time.Now()
 
@@ -71,8 +74,8 @@ func (w *workerSched) maybeScan() {
 	w.batchWorkers()
 }
 
-// batchWorkers lists /proc/self/task and sets SCHED_BATCH on each
-// "iou-wrk-" thread it has not seen. It allocates only to read the name of
+// batchWorkers lists /proc/self/task and sets SCHED_BATCH on each io_uring
+// worker thread it has not seen. It allocates only to read the name of
 // a thread not seen before. REQUIRES: w.scan held.
 func (w *workerSched) batchWorkers() {
 	fd, err := unix.Open("/proc/self/task", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
