@@ -41,42 +41,8 @@ func newTestRing(t *testing.T, entries int) *syncRing {
 // slot is free again and no one leads.
 func TestSyncRingConcurrent(t *testing.T) {
 	r := newTestRing(t, 4)
-	dir := t.TempDir()
 	const goroutines, each = 16, 40
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	taken := 0
-	for g := range goroutines {
-		wg.Go(func() {
-			f, err := os.Create(filepath.Join(dir, string(rune('a'+g))))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer f.Close()
-			for i := range each {
-				if _, err := f.Write([]byte{byte(i)}); err != nil {
-					t.Error(err)
-					return
-				}
-				flags := uint32(0)
-				if i%2 == 0 {
-					flags = _ioringFsyncDatasync
-				}
-				ok, err := r.fsync(int(f.Fd()), flags)
-				if err != nil {
-					t.Errorf("fsync: %v", err)
-					return
-				}
-				if ok {
-					mu.Lock()
-					taken++
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
+	taken := syncStorm(t, r, goroutines, each)
 	if taken == 0 {
 		t.Fatal("the ring took none of the syncs")
 	}
@@ -236,29 +202,9 @@ func TestSyncRingFailedSubmitLeavesNothingQueued(t *testing.T) {
 // submissions.
 func TestSyncRingWorkersBatch(t *testing.T) {
 	r := newTestRing(t, 8)
-	dir := t.TempDir()
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Go(func() {
-			f, err := os.Create(filepath.Join(dir, string(rune('a'+g))))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer f.Close()
-			for i := range 20 {
-				if _, err := f.Write([]byte{byte(i)}); err != nil {
-					t.Error(err)
-					return
-				}
-				if ok, err := r.fsync(int(f.Fd()), _ioringFsyncDatasync); err != nil || !ok {
-					t.Errorf("fsync through the ring: taken %v, %v", ok, err)
-					return
-				}
-			}
-		})
+	if taken := syncStorm(t, r, 4, 20); taken != 80 {
+		t.Fatalf("the ring took %d of 80 syncs, with a slot for each caller", taken)
 	}
-	wg.Wait()
 	tids, err := workerTIDs()
 	if err != nil {
 		t.Skipf("cannot list this process's threads: %v", err)
@@ -373,4 +319,46 @@ func workerTIDs() ([]int, error) {
 			}
 		}
 	}
+}
+
+// syncStorm has goroutines goroutines each write a byte to a file of its
+// own and sync it through r (fdatasync and fsync in turn), each times, and
+// returns how many syncs the ring took.
+func syncStorm(t *testing.T, r *syncRing, goroutines, each int) (taken int) {
+	t.Helper()
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for g := range goroutines {
+		wg.Go(func() {
+			f, err := os.Create(filepath.Join(dir, string(rune('a'+g))))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer f.Close()
+			for i := range each {
+				if _, err := f.Write([]byte{byte(i)}); err != nil {
+					t.Error(err)
+					return
+				}
+				flags := uint32(0)
+				if i%2 == 0 {
+					flags = _ioringFsyncDatasync
+				}
+				ok, err := r.fsync(int(f.Fd()), flags)
+				if err != nil {
+					t.Errorf("fsync: %v", err)
+					return
+				}
+				if ok {
+					mu.Lock()
+					taken++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return taken
 }
