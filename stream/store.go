@@ -95,7 +95,8 @@ type Options struct {
 	Default *Config
 	// DirectSync makes the store's syncs block in the system call instead
 	// of parking (see wal.Options.ParkedSync, which a store otherwise
-	// sets for every stream, since many streams sync at once). A store
+	// sets for every stream, since many streams sync at once, and for
+	// what parking does to the scheduling of the kernel's sync workers). A store
 	// with one busy stream, whose syncs never overlap, confirms faster
 	// with it (BENCHMARKS.md).
 	DirectSync bool

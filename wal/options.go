@@ -140,6 +140,12 @@ type Options struct {
 	// CPU and lowers the group-commit throughput of one busy log (see
 	// BENCHMARKS.md), so it is off by default. Where io_uring is not
 	// available it changes nothing.
+	//
+	// The kernel workers that run parked syncs are threads of this
+	// process; on Linux they are moved to SCHED_BATCH (sched_setattr), so
+	// that a sync's completion does not preempt the thread running Go code
+	// on its CPU. They keep their fair share of CPU time. This applies to
+	// every io_uring worker of the process.
 	ParkedSync bool
 
 	// fsys is the file system, vfs.OS() (or vfs.OSParked()) when nil.
