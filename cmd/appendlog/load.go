@@ -636,9 +636,13 @@ func describeRecovery(r wal.Recovery) string {
 }
 
 // newProgressBar returns the progress bar of a command on a terminal w:
-// total items (-1: unknown) named unit.
+// total items (-1: unknown) named unit. The caller sets it every
+// _progressTick: the spinner of an unknown total turns then, with no
+// goroutine of the bar's own (progressbar's, started for an unknown
+// total, is never joined and renders unsynchronised with Set).
 func newProgressBar(w io.Writer, total int64, desc, unit string) *progressbar.ProgressBar {
 	return progressbar.NewOptions64(total,
+		progressbar.OptionSetSpinnerChangeInterval(0),
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetDescription(desc),
 		progressbar.OptionShowCount(),
