@@ -335,3 +335,43 @@ func TestCrashGroupCreate(t *testing.T) {
 		},
 	})
 }
+
+// TestPowerCutAfterOpenCreatedParents cuts the power after a record was
+// confirmed in a store whose directory Open created with its missing
+// parents: every directory Open created must be durable, or the whole
+// store is gone.
+func TestPowerCutAfterOpenCreatedParents(t *testing.T) {
+	mem := vfs.NewMem()
+	if err := mem.MkdirAll("/data", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.SyncDir("/"); err != nil {
+		t.Fatal(err)
+	}
+	const dir = "/data/brokers/b1/store"
+	st, err := Open(dir, &Options{fsys: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := st.Create("orders", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, err := s.Publish([]byte("confirmed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitDurable(context.Background(), seq); err != nil {
+		t.Fatal(err)
+	}
+	crashed := mem.Crash(nil)
+	st.Close()
+	st2, err := Open(dir, &Options{fsys: crashed})
+	if err != nil {
+		t.Fatalf("record %d was confirmed, but after the cut the store does not open: %v", seq, err)
+	}
+	defer st2.Close()
+	if names := st2.List(); !slices.Contains(names, "orders") {
+		t.Fatalf("record %d was confirmed, but after the cut the store lists %q", seq, names)
+	}
+}

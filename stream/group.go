@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/appendlog/appendlog/internal/engine"
+	"github.com/appendlog/appendlog/internal/vfs"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -512,15 +513,11 @@ func (s *Stream) placeCursor(l *wal.Log, c *wal.Cursor, exists bool, start uint6
 func (s *Stream) writeGroupFile(path string, f groupFile) error {
 	fsys := s.st.fsys
 	dir := filepath.Dir(path)
-	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		if err := fsys.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", dir, err)
-		}
-		if err := fsys.SyncDir(s.dir); err != nil {
-			return fmt.Errorf("create %s: sync %s: %w", dir, s.dir, err)
-		}
-	} else if err != nil {
+	if _, err := fsys.Stat(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
+	}
+	if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	return writeJSON(fsys, path, f)
 }

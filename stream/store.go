@@ -186,7 +186,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("stream: open %s: Options: %w", dir, err)
 	}
 	fsys := o.fsys
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
 		return nil, fmt.Errorf("stream: open %s: %w", dir, err)
 	}
 	names, err := fsys.List(dir)
@@ -231,14 +231,10 @@ func (st *Store) load(marker string, exists bool) error {
 		if err := fsys.MkdirAll(sdir, 0o755); err != nil {
 			return fmt.Errorf("stream: create %s: %w", sdir, err)
 		}
+		// Open made the store's directory, and any missing above it,
+		// durable (vfs.MkdirAllDurable).
 		if err := writeJSON(fsys, marker, storeMarker{Format: _storeFormat, Version: _storeVer}); err != nil {
 			return err
-		}
-		// The store's directory may be new: make its entry durable too.
-		if parent := filepath.Dir(st.dir); parent != st.dir {
-			if err := fsys.SyncDir(parent); err != nil {
-				return fmt.Errorf("stream: create %s: sync %s: %w", st.dir, parent, err)
-			}
 		}
 	} else if err := readMarker(fsys, marker); err != nil {
 		return err

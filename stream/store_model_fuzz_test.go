@@ -252,7 +252,9 @@ func (r *smRun) newEpoch(mem *vfs.MemFS) {
 func (r *smRun) observe(op vfs.Op, name string) {
 	clean := filepath.Clean(name)
 	inside := clean == _smDir || strings.HasPrefix(clean, _smDir+"/")
-	if !inside && !(clean == "/" && op == vfs.OpSyncDir) {
+	// The store's parent, /, is only looked at and synced (Open creates
+	// the store's directory durably).
+	if !inside && !(clean == "/" && (op == vfs.OpSyncDir || op == vfs.OpStat)) {
 		r.mu.Lock()
 		r.escaped = append(r.escaped, fmt.Sprintf("%v %q", op, name))
 		r.mu.Unlock()

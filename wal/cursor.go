@@ -480,15 +480,11 @@ func ackWindow(name string, opts *CursorOptions) (int, error) {
 // if it is missing.
 func makeCursorDir(fsys vfs.FS, dir string) error {
 	cdir := filepath.Join(dir, cursorDir)
-	if _, err := fsys.Stat(cdir); errors.Is(err, fs.ErrNotExist) {
-		if err := fsys.MkdirAll(cdir, 0o755); err != nil {
-			return fmt.Errorf("wal: create cursor directory %s: %w", cdir, err)
-		}
-		if err := fsys.SyncDir(dir); err != nil {
-			return fmt.Errorf("wal: create cursor directory %s: sync %s: %w", cdir, dir, err)
-		}
-	} else if err != nil {
+	if _, err := fsys.Stat(cdir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("wal: cursor directory %s: %w", cdir, err)
+	}
+	if err := vfs.MkdirAllDurable(fsys, cdir); err != nil {
+		return fmt.Errorf("wal: create cursor directory %s: %w", cdir, err)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -112,7 +111,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	}
 	fsys := o.fsys
 	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		if err := createDir(fsys, dir); err != nil {
+		if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
 			return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 		}
 	}
@@ -166,34 +165,6 @@ func Open(dir string, opts *Options) (*Log, error) {
 	}
 	l.startRetention()
 	return l, nil
-}
-
-// createDir creates dir and its missing parents durably. A new directory
-// is durable only once its parent is synced, so each directory created is
-// synced in its parent: syncing only dir's parent would leave the
-// directories above it, and with them the whole log, to a power cut.
-func createDir(fsys vfs.FS, dir string) error {
-	var created []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := fsys.Stat(d); !errors.Is(err, fs.ErrNotExist) {
-			break // there, or an error MkdirAll reports
-		}
-		created = append(created, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create directory: %w", err)
-	}
-	for _, d := range created {
-		if parent := filepath.Dir(d); parent != d {
-			if err := fsys.SyncDir(parent); err != nil {
-				return fmt.Errorf("sync directory %s: %w", parent, err)
-			}
-		}
-	}
-	return nil
 }
 
 // engineSyncMode maps a validated SyncMode to the engine's policy of the

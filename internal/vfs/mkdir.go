@@ -1,0 +1,38 @@
+package vfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+)
+
+// MkdirAllDurable creates dir and its missing parents, as MkdirAll, and
+// makes each directory it created durable. A new directory is durable
+// only once its parent is synced, so each one created is synced in its
+// parent: syncing only dir's parent would leave the directories above it,
+// and everything in dir with them, to a power cut. A dir that exists is
+// left as it is, with no sync (an error reading it is MkdirAll's).
+func MkdirAllDurable(fsys FS, dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fsys.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			break // there, or an error MkdirAll reports
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create directory: %w", err)
+	}
+	for _, d := range created {
+		if parent := filepath.Dir(d); parent != d {
+			if err := fsys.SyncDir(parent); err != nil {
+				return fmt.Errorf("sync directory %s: %w", parent, err)
+			}
+		}
+	}
+	return nil
+}
