@@ -1,7 +1,8 @@
 // Package peers holds side-by-side benchmarks of appendlog against peer
 // libraries: asynchronous log writers (zap's BufferedWriteSyncer, zerolog's
 // diode writer, a mutex-guarded bufio.Writer, one os.File.Write per record)
-// and write-ahead logs (tidwall/wal, rosedblabs/wal, hashicorp/raft-wal).
+// and write-ahead logs (tidwall/wal, rosedblabs/wal, hashicorp/raft-wal,
+// cockroachdb/pebble's record.LogWriter).
 //
 // It is a separate module, as zap's benchmarks/ is, so that users of
 // appendlog never inherit the peers' dependencies. Everything lives in

@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/record"
+	"github.com/cockroachdb/pebble/vfs"
 	"github.com/hashicorp/raft"
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/prometheus/client_golang/prometheus"
 	rosewal "github.com/rosedblabs/wal"
 	tidwal "github.com/tidwall/wal"
 
@@ -27,7 +31,9 @@ import (
 // back through the library's own reader: count, content, order.
 //
 // All logs use 64 MiB segments (appendlog's and raft-wal's default;
-// tidwall/wal defaults to 20 MB and rosedblabs/wal to 1 GiB).
+// tidwall/wal defaults to 20 MB and rosedblabs/wal to 1 GiB), except
+// pebble's record.LogWriter, which writes one file (pebble rotates its WAL
+// with the memtable, above the LogWriter).
 
 const _segmentSize = 64 << 20
 
@@ -55,6 +61,7 @@ var walContenders = []walContender{
 	{name: "tidwall", open: openTidwall, read: readTidwall},
 	{name: "rosedb", open: openRosedb, read: readRosedb},
 	{name: "raft-wal", open: openRaftWAL, read: readRaftWAL},
+	{name: "pebble", open: openPebble, read: readPebble},
 }
 
 // appendlog: SyncNever for throughput (Close flushes and fdatasyncs);
@@ -317,6 +324,140 @@ func readRaftWAL(dir string, visit func([]byte)) error {
 	return nil
 }
 
+// cockroachdb/pebble: record.LogWriter, the writer of pebble's write-ahead
+// log, used the way pebble's DB uses it (open.go, commit.go in v1.1.5):
+//
+//   - The file is vfs.Default.Create'd, the directory synced, and the file
+//     wrapped in vfs.NewSyncingFile with pebble's defaults (WALBytesPerSync
+//     0, sync on close, preallocation of 110 % of the default 4 MiB
+//     memtable), so its Sync is fdatasync.
+//   - LogWriterConfig as pebble gives it: no WALMinSyncInterval (pebble's
+//     default), an fsync-latency histogram with pebble's buckets, and
+//     QueueSemChan, a semaphore of SyncConcurrency-1 slots that a durable
+//     append fills before queueing its sync (the sync queue panics if it
+//     overflows; the flusher empties a slot per completed waiter).
+//   - Appends hold a mutex, as pebble's commitPipeline.mu: LogWriter is not
+//     safe for concurrent writers. There is no batch API (a pebble batch is
+//     one record); a batch here is its records written under one lock.
+//   - Durable: SyncRecord(rec, &wg, &err) under the mutex, then wg.Wait()
+//     outside it: the flusher writes what is queued and fdatasyncs once for
+//     every waiter queued by then (group commit). Not durable: WriteRecord
+//     (the flusher writes blocks to the file in the background, no sync).
+//   - Close writes the EOF trailer, waits for the flusher, fdatasyncs and
+//     closes the file.
+//
+// One log file, no rotation; see the segment note above.
+
+// _pebbleLogNum is the log's file number, written into every chunk header
+// (pebble's recyclable format) and checked by the reader.
+const _pebbleLogNum = 1
+
+// _pebbleWALPreallocate is pebble's WAL preallocation with default options
+// (DB.walPreallocateSize: MemTableSize 4 MiB plus 10 %).
+const _pebbleWALPreallocate = 4<<20 + (4<<20)/10
+
+// pebbleFsyncLatencyBuckets are pebble.FsyncLatencyBuckets (metrics.go,
+// v1.1.5), copied so as not to import the pebble package itself (its
+// sstable compression pulls in cgo zstd).
+var pebbleFsyncLatencyBuckets = append(
+	prometheus.LinearBuckets(0.0, float64(time.Microsecond*100), 50),
+	prometheus.ExponentialBucketsRange(float64(time.Millisecond*5), float64(10*time.Second), 50)...,
+)
+
+func pebbleLogPath(dir string) string { return filepath.Join(dir, "000001.log") }
+
+func openPebble(dir string, durable bool) (*walLog, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := vfs.Default.Create(pebbleLogPath(dir))
+	if err != nil {
+		return nil, err
+	}
+	d, err := vfs.Default.OpenDir(dir)
+	if err == nil {
+		err = errors.Join(d.Sync(), d.Close())
+	}
+	if err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	f = vfs.NewSyncingFile(f, vfs.SyncingFileOptions{PreallocateSize: _pebbleWALPreallocate})
+	sem := make(chan struct{}, record.SyncConcurrency-1)
+	w := record.NewLogWriter(f, _pebbleLogNum, record.LogWriterConfig{
+		WALFsyncLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Buckets: pebbleFsyncLatencyBuckets}),
+		QueueSemChan:    sem,
+	})
+	var mu sync.Mutex // pebble's commitPipeline.mu
+	return &walLog{
+		append: func(recs [][]byte) error {
+			if !durable {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, rec := range recs {
+					if _, err := w.WriteRecord(rec); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			var (
+				wg      sync.WaitGroup
+				syncErr error
+			)
+			wg.Add(1)
+			sem <- struct{}{} // reserve a sync-queue slot, as commitPipeline.Commit
+			mu.Lock()
+			var err error
+			for _, rec := range recs[:len(recs)-1] {
+				if _, err = w.WriteRecord(rec); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				// An error here comes before the waiter is queued.
+				_, err = w.SyncRecord(recs[len(recs)-1], &wg, &syncErr)
+			}
+			mu.Unlock()
+			if err != nil {
+				<-sem
+				return err
+			}
+			wg.Wait()
+			return syncErr
+		},
+		close: w.Close,
+	}, nil
+}
+
+// readPebble reads the log as pebble's WAL replay does (Reader.Next, then
+// io.Copy of the record), except that only io.EOF, which the EOF trailer
+// written by Close yields, ends it: a torn or invalid chunk, which replay
+// tolerates at the tail, is an error here.
+func readPebble(dir string, visit func([]byte)) error {
+	f, err := os.Open(pebbleLogPath(dir))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rr := record.NewReader(f, _pebbleLogNum)
+	var buf bytes.Buffer
+	for {
+		off := rr.Offset()
+		r, err := rr.Next()
+		if err == nil {
+			buf.Reset()
+			_, err = io.Copy(&buf, r)
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("record at offset %d: %w", off, err)
+		}
+		visit(buf.Bytes())
+	}
+}
+
 // verifyWAL reads the closed log back through the contender's reader.
 func verifyWAL(c walContender, dir string, written []uint64) error {
 	chk := newChecker(len(written), false)
@@ -424,11 +565,12 @@ func durableRun(tb testing.TB, c walContender, g int,
 
 // BenchmarkDurable: g goroutines each append one 128 B record and wait
 // until it is durable, b.N records in all. appendlog waits with
-// WaitDurable (group commit: one fdatasync covers every waiter); the peers
-// sync in every write (tidwall NoSync=false, rosedb Sync=true, raft-wal
-// always). acks/s is records acknowledged durable per second.
+// WaitDurable and pebble with SyncRecord's WaitGroup (both group commit:
+// one fdatasync covers every waiter); the other peers sync in every write
+// (tidwall NoSync=false, rosedb Sync=true, raft-wal always). acks/s is
+// records acknowledged durable per second.
 func BenchmarkDurable(b *testing.B) {
-	for _, g := range []int{1, 32} {
+	for _, g := range []int{1, 32, 128} {
 		_, actual := goroutinesFor(g)
 		for _, c := range walContenders {
 			b.Run(fmt.Sprintf("g=%d/%s", actual, c.name), func(b *testing.B) {
