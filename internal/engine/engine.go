@@ -841,10 +841,16 @@ func (e *Engine) await(ctx context.Context, v *atomic.Uint64, want uint64, wake 
 			// broadcasts after it has, so done closing is seen at the
 			// checks above.
 			<-w.C()
+			if cond() { // the usual wake-up: return without arming again
+				return nil
+			}
 			continue
 		}
 		select {
 		case <-w.C():
+			if cond() {
+				return nil
+			}
 		case <-e.done:
 		case <-done:
 			return ctx.Err()
@@ -971,9 +977,13 @@ type Broadcaster struct {
 // condition, then block on C; Broadcast sends to every armed Waiter and
 // disarms it. Release returns it to the pool.
 type Waiter struct {
-	c     chan struct{} // capacity 1
-	b     *Broadcaster
-	armed bool // in b.ws; Protected by b.mu.
+	c chan struct{} // capacity 1
+	b *Broadcaster
+	// armed says w is in b.ws. It is changed only under b.mu, and set only
+	// by the goroutine that owns w (Arm), so that goroutine may read it
+	// without the lock: once Broadcast has cleared it, it stays clear until
+	// the owner arms w again.
+	armed atomic.Bool
 }
 
 var waiterPool = sync.Pool{New: func() any { return &Waiter{c: make(chan struct{}, 1)} }}
@@ -994,8 +1004,8 @@ func (w *Waiter) Arm() {
 	}
 	b := w.b
 	b.mu.Lock()
-	if !w.armed {
-		w.armed = true
+	if !w.armed.Load() {
+		w.armed.Store(true)
 		b.ws = append(b.ws, w)
 	}
 	b.mu.Unlock()
@@ -1007,15 +1017,17 @@ func (w *Waiter) C() <-chan struct{} { return w.c }
 // Release disarms w and returns it to the pool; w must not be used after.
 func (w *Waiter) Release() {
 	b := w.b
-	b.mu.Lock()
-	if w.armed {
-		w.armed = false
-		i := slices.Index(b.ws, w)
-		b.ws[i] = b.ws[len(b.ws)-1]
-		b.ws[len(b.ws)-1] = nil
-		b.ws = b.ws[:len(b.ws)-1]
+	if w.armed.Load() { // a Waiter a Broadcast disarmed needs no lock
+		b.mu.Lock()
+		if w.armed.Load() {
+			w.armed.Store(false)
+			i := slices.Index(b.ws, w)
+			b.ws[i] = b.ws[len(b.ws)-1]
+			b.ws[len(b.ws)-1] = nil
+			b.ws = b.ws[:len(b.ws)-1]
+		}
+		b.mu.Unlock()
 	}
-	b.mu.Unlock()
 	w.b = nil
 	waiterPool.Put(w)
 }
@@ -1048,7 +1060,7 @@ func (b *Broadcaster) Broadcast() {
 		return
 	}
 	for _, w := range ws {
-		w.armed = false
+		w.armed.Store(false)
 	}
 	b.ws, b.spare = b.spare[:0], nil
 	b.mu.Unlock()

@@ -212,6 +212,7 @@ func (f *flusher) flush(p plan) (progressed bool) {
 	if !f.stopping && !f.syncing() && e.syncReq.Load() > s {
 		f.gather.wait(e) // not while a sync is in flight: the group waits for it
 	}
+	arrived := e.arrivals.Load() // before the frontier is read: their records are written below
 	progressed = e.writeCommitted()
 	if e.failed.Load() != nil {
 		return false // a write failed: the sink gets no more calls
@@ -224,10 +225,10 @@ func (f *flusher) flush(p plan) (progressed bool) {
 	case f.syncing():
 		// Its completion brings the loop round.
 	case f.syncer != nil:
-		f.gather.begin(e)
+		f.gather.begin(arrived)
 		f.syncer.start(w, e.now())
 	default:
-		f.gather.begin(e)
+		f.gather.begin(arrived)
 		started := e.now()
 		if err := e.sink.Sync(); err != nil {
 			e.fail(err)
@@ -545,8 +546,16 @@ func (p *pacer) next(pos uint64, now time.Time, chunk uint64) time.Duration {
 // the start of the sync before it): those it covered and those that came
 // while it ran. The next sync waits, briefly, until as many have arrived
 // since s1.
+//
+// A sync's arrival count is read before the pass writes the bytes the sync
+// covers: a waiter counted then committed its record before it waited, so
+// the write includes it. Read when the sync starts, after the write, it
+// also counted waiters that came during the write, whose records wait for
+// the next sync; every round then expected that many waiters too many and
+// gathered until its deadline (at 128 goroutines about 113 instead of 124
+// appends per sync, BENCHMARKS.md).
 type groupGather struct {
-	s0, s1  uint64        // arrival counts at the starts of the last two syncs
+	s0, s1  uint64        // arrival counts read before the writes of the last two syncs
 	target  uint64        // waiters expected in the next round
 	syncDur time.Duration // how long the last sync took
 	started time.Time
@@ -559,8 +568,10 @@ type groupGather struct {
 // clock that does not move must not keep it yielding.
 const maxGather = 100 * time.Microsecond
 
-func (g *groupGather) begin(e *Engine) {
-	g.s0, g.s1 = g.s1, e.arrivals.Load()
+// begin records a sync starting now, covering the waiters counted in
+// arrived (read before the pass's writes).
+func (g *groupGather) begin(arrived uint64) {
+	g.s0, g.s1 = g.s1, arrived
 	g.started = time.Now()
 }
 

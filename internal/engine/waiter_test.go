@@ -123,3 +123,48 @@ func TestWaiterNoLostWakeup(t *testing.T) {
 		})
 	}
 }
+
+// TestWaiterWokenPath pins the cheap path of a wait that ends with the
+// wake-up it waited for: Release of a Waiter that a Broadcast disarmed does
+// not take the Broadcaster's lock: with many waiters, every wait would
+// otherwise queue on it once more and scan the armed list.
+func TestWaiterWokenPath(t *testing.T) {
+	var b Broadcaster
+	w := b.Waiter()
+	w.Arm()
+	b.Broadcast()
+	<-w.C()
+	released := make(chan struct{})
+	b.mu.Lock()
+	go func() {
+		w.Release()
+		close(released)
+	}()
+	select {
+	case <-released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Release of a disarmed Waiter waited for the Broadcaster's lock")
+	}
+	b.mu.Unlock()
+
+	// An armed Waiter still takes the lock and leaves the list.
+	w = b.Waiter()
+	w.Arm()
+	b.mu.Lock()
+	released = make(chan struct{})
+	go func() {
+		w.Release()
+		close(released)
+	}()
+	select {
+	case <-released:
+		t.Fatal("Release of an armed Waiter did not take the lock")
+	case <-time.After(20 * time.Millisecond):
+	}
+	b.mu.Unlock()
+	<-released
+	if len(b.ws) != 0 {
+		t.Fatalf("%d waiters left armed", len(b.ws))
+	}
+
+}
