@@ -1,7 +1,9 @@
 package frame
 
 import (
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"hash/crc32"
 	"strconv"
@@ -17,7 +19,9 @@ import (
 //	    12     4  reserved, zero
 //	    16     8  first sequence number of the file
 //	    24     4  masked CRC-32C of [0:24)
-//	    28    36  zero
+//	    28    16  log ID (all zero: none)
+//	    44     4  masked CRC-32C of [28:44) (zero with no log ID)
+//	    48    16  zero
 //	    64    20  Mark slot: durableEnd u64, nextSeq u64, masked CRC-32C of
 //	              the 16 bytes before it (all zero: no mark)
 //	    84  4012  zero, up to FileHeaderSize where frames start
@@ -37,7 +41,45 @@ const (
 	// fileHeaderCRCEnd is the end of the checksummed fields (and the
 	// offset of their CRC).
 	fileHeaderCRCEnd = 24
+	// logIDOff is the offset of the log ID, and logIDEnd the end of it
+	// and its CRC.
+	logIDOff = 28
+	logIDEnd = logIDOff + len(LogID{}) + 4
 )
+
+// LogID identifies a log. It is chosen at random when the log is created
+// and written into the header of each of its files (and of its cursors'
+// checkpoints), so that a file of another log copied among them is told
+// apart rather than read as part of it. The zero LogID means none: the
+// files of a log created before log IDs (version 1 files did not have
+// them), which match any.
+type LogID [16]byte
+
+// NewLogID returns a random LogID, never the zero one.
+func NewLogID() (LogID, error) {
+	var id LogID
+	for id.IsZero() {
+		if _, err := rand.Read(id[:]); err != nil {
+			return LogID{}, fmt.Errorf("frame: new log id: %w", err)
+		}
+	}
+	return id, nil
+}
+
+// IsZero reports whether id is the zero LogID (none).
+func (id LogID) IsZero() bool { return id == LogID{} }
+
+// String returns id in hexadecimal, or "none" for the zero LogID.
+func (id LogID) String() string {
+	if id.IsZero() {
+		return "none"
+	}
+	return hex.EncodeToString(id[:])
+}
+
+// Matches reports whether files with log IDs id and other may belong to
+// one log: they are equal, or either is the zero LogID.
+func (id LogID) Matches(other LogID) bool { return id == other || id.IsZero() || other.IsZero() }
 
 // _magic identifies an appendlog file.
 const _magic = "APNDLOG\x00"
@@ -71,11 +113,14 @@ type FileHeader struct {
 	Kind FileKind
 	// FirstSeq is the sequence number of the file's first record.
 	FirstSeq uint64
+	// Log is the ID of the log the file belongs to; zero for none.
+	Log LogID
 }
 
 // PutFileHeader writes the file header h to dst[0:64): magic, Version, kind,
-// first sequence number and CRC, with [28:64) zeroed. It does not touch the
-// Mark slot or the rest of the header region.
+// first sequence number and CRC, then the log ID and its CRC (both zero
+// for the zero LogID), with [48:64) zeroed. It does not touch the Mark
+// slot or the rest of the header region.
 //
 // REQUIRES: len(dst) >= 64. It panics otherwise.
 func PutFileHeader(dst []byte, h FileHeader) {
@@ -86,14 +131,20 @@ func PutFileHeader(dst []byte, h FileHeader) {
 	binary.LittleEndian.PutUint32(dst[12:16], 0)
 	binary.LittleEndian.PutUint64(dst[16:24], h.FirstSeq)
 	binary.LittleEndian.PutUint32(dst[24:28], crcOf(dst[:fileHeaderCRCEnd]))
-	clear(dst[28:])
+	clear(dst[logIDOff:])
+	if !h.Log.IsZero() {
+		copy(dst[logIDOff:], h.Log[:])
+		binary.LittleEndian.PutUint32(dst[logIDEnd-4:], crcOf(dst[logIDOff:logIDEnd-4]))
+	}
 }
 
 // DecodeFileHeader decodes the file header at the start of b, which must
-// hold at least its first 28 bytes. It returns ErrTruncated if b is
-// shorter, ErrBadMagic if b does not start with the magic, an error wrapping
-// ErrVersion (naming the version found) for another version, ErrChecksum,
-// or an error wrapping ErrKind for file kind 0.
+// hold at least its first 28 bytes; the log ID is read only from a b of
+// 48 bytes or more (the zero LogID otherwise). It returns ErrTruncated if
+// b is shorter, ErrBadMagic if b does not start with the magic, an error
+// wrapping ErrVersion (naming the version found) for another version,
+// ErrChecksum (wrapped, naming the log ID, for that field's), or an error
+// wrapping ErrKind for file kind 0.
 func DecodeFileHeader(b []byte) (FileHeader, error) {
 	if len(b) < fileHeaderCRCEnd+4 {
 		return FileHeader{}, ErrTruncated
@@ -113,6 +164,17 @@ func DecodeFileHeader(b []byte) (FileHeader, error) {
 	}
 	if h.Kind == 0 {
 		return FileHeader{}, fmt.Errorf("%w: file kind 0", ErrKind)
+	}
+	if len(b) >= logIDEnd && lastNonZero(b[logIDOff:logIDEnd]) >= 0 {
+		stored := binary.LittleEndian.Uint32(b[logIDEnd-4:])
+		if stored != crcOf(b[logIDOff:logIDEnd-4]) {
+			return FileHeader{}, fmt.Errorf("%w: log id at offset %d", ErrChecksum, logIDOff)
+		}
+		copy(h.Log[:], b[logIDOff:])
+		if h.Log.IsZero() {
+			// A zero ID with a CRC: the CRC of none is not written.
+			return FileHeader{}, fmt.Errorf("%w: log id at offset %d", ErrChecksum, logIDOff)
+		}
 	}
 	return h, nil
 }

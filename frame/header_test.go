@@ -10,7 +10,7 @@ import (
 
 func TestFileHeaderRoundTrip(t *testing.T) {
 	for _, h := range []FileHeader{
-		{FileWAL, 0}, {FileWAL, 1}, {FileShm, 1<<64 - 1}, {7, 12345},
+		{Kind: FileWAL}, {Kind: FileWAL, FirstSeq: 1}, {Kind: FileShm, FirstSeq: 1<<64 - 1}, {Kind: 7, FirstSeq: 12345},
 	} {
 		buf := bytes.Repeat([]byte{0xee}, FileHeaderSize)
 		PutFileHeader(buf, h)
@@ -32,7 +32,7 @@ func TestFileHeaderRoundTrip(t *testing.T) {
 
 func TestFileHeaderCorruption(t *testing.T) {
 	good := make([]byte, 64)
-	PutFileHeader(good, FileHeader{FileWAL, 99})
+	PutFileHeader(good, FileHeader{Kind: FileWAL, FirstSeq: 99})
 	// Every single-bit flip in [0:28) is detected.
 	for i := range 28 {
 		for bit := range 8 {
@@ -58,7 +58,7 @@ func TestFileHeaderCorruption(t *testing.T) {
 			return b
 		}(), ErrVersion, "version 2"},
 		{"crc", func() []byte { b := bytes.Clone(good); b[17]++; return b }(), ErrChecksum, ""},
-		{"kind 0", func() []byte { b := make([]byte, 64); PutFileHeader(b, FileHeader{0, 1}); return b }(), ErrKind, ""},
+		{"kind 0", func() []byte { b := make([]byte, 64); PutFileHeader(b, FileHeader{Kind: 0, FirstSeq: 1}); return b }(), ErrKind, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeFileHeader(tc.b)
@@ -66,6 +66,55 @@ func TestFileHeaderCorruption(t *testing.T) {
 				t.Fatalf("err = %v, want %v containing %q", err, tc.want, tc.msg)
 			}
 		})
+	}
+}
+
+// TestFileHeaderLogID: a header with a log ID round-trips it (read from 48
+// bytes on, the zero LogID from fewer), every flipped bit of the ID or its
+// CRC is detected, and a header without one reads as the zero LogID.
+func TestFileHeaderLogID(t *testing.T) {
+	id, err := NewLogID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.IsZero() || id.String() == "none" || len(id.String()) != 32 {
+		t.Fatalf("NewLogID = %v", id)
+	}
+	var none LogID
+	if none.String() != "none" {
+		t.Fatalf("zero LogID prints %q", none.String())
+	}
+	other, _ := NewLogID()
+	if !id.Matches(id) || !id.Matches(none) || !none.Matches(id) || id.Matches(other) {
+		t.Fatal("Matches: equal or zero IDs match, different ones do not")
+	}
+	h := FileHeader{Kind: FileWAL, FirstSeq: 42, Log: id}
+	buf := bytes.Repeat([]byte{0xee}, FileHeaderSize)
+	PutFileHeader(buf, h)
+	if !bytes.Equal(buf[48:64], make([]byte, 16)) || buf[64] != 0xee {
+		t.Fatalf("[48:64) not zeroed or wrote past 64: %x", buf[44:68])
+	}
+	if got, err := DecodeFileHeader(buf[:64]); err != nil || got != h {
+		t.Fatalf("DecodeFileHeader = %+v, %v, want %+v", got, err, h)
+	}
+	if got, err := DecodeFileHeader(buf[:47]); err != nil || !got.Log.IsZero() || got.FirstSeq != 42 {
+		t.Fatalf("DecodeFileHeader of 47 bytes = %+v, %v, want no log id", got, err)
+	}
+	for i := 28; i < 48; i++ {
+		for bit := range 8 {
+			b := bytes.Clone(buf[:64])
+			b[i] ^= 1 << bit
+			if got, err := DecodeFileHeader(b); !errors.Is(err, ErrChecksum) || !strings.Contains(err.Error(), "log id") {
+				t.Fatalf("flip byte %d bit %d: %+v, %v", i, bit, got, err)
+			}
+		}
+	}
+	// The CRC of the zero ID, written as if it were one, is refused.
+	b := make([]byte, 64)
+	PutFileHeader(b, FileHeader{Kind: FileWAL, FirstSeq: 1})
+	binary.LittleEndian.PutUint32(b[44:], crcOf(b[28:44]))
+	if _, err := DecodeFileHeader(b); !errors.Is(err, ErrChecksum) {
+		t.Fatalf("zero id with a CRC: %v", err)
 	}
 }
 
@@ -100,7 +149,7 @@ func TestMark(t *testing.T) {
 	}
 	// The slot sits after the file header without disturbing it.
 	region := make([]byte, FileHeaderSize)
-	PutFileHeader(region, FileHeader{FileWAL, 1})
+	PutFileHeader(region, FileHeader{Kind: FileWAL, FirstSeq: 1})
 	PutMark(region[MarkOffset:], Mark{5000, 10})
 	if _, err := DecodeFileHeader(region); err != nil {
 		t.Fatal(err)
