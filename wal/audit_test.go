@@ -742,7 +742,7 @@ func TestOpenCursorDoesNotClampToAnUnreadEnd(t *testing.T) {
 	}
 	noErr(t, c.Close())
 	noErr(t, l.Close())
-	committed, err := readCursorFile(vfs.OS(), dir, "ship")
+	committed, err := readCursorFile(vfs.OS(), dir, "ship", frame.LogID{})
 	noErr(t, err)
 	if committed != 16 {
 		t.Fatalf("checkpoint %d, want 16", committed)
@@ -754,7 +754,7 @@ func TestOpenCursorDoesNotClampToAnUnreadEnd(t *testing.T) {
 		t.Fatalf("OpenCursor with a smaller MaxRecordSize opened (clamped from %d to %d)", from, fc.Committed())
 	}
 	checkTooLarge(t, "OpenCursor", err)
-	if got, err := readCursorFile(vfs.OS(), dir, "ship"); err != nil || got != committed {
+	if got, err := readCursorFile(vfs.OS(), dir, "ship", frame.LogID{}); err != nil || got != committed {
 		t.Fatalf("checkpoint %d, %v after the refused OpenCursor, want %d", got, err, committed)
 	}
 }
@@ -849,7 +849,7 @@ func TestDeleteCursor(t *testing.T) {
 	noErr(t, c.Close())
 	// The deletion is durable: a power cut right after it keeps it.
 	noErr(t, l.DeleteCursor("old"))
-	if _, err := readCursorFile(mem.Crash(nil), dir, "old"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := readCursorFile(mem.Crash(nil), dir, "old", frame.LogID{}); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("after a power cut the deleted cursor reads %v", err)
 	}
 }

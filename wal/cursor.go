@@ -57,12 +57,18 @@ import (
 //
 // These constants are part of the file format; they must not change.
 const (
-	cursorDir      = "cursors"
-	_floorLock     = "..floor.lock"
-	_cursorMagic   = "APNDCUR\x00"
-	_cursorVersion = 1
-	// _cursorFixed is the size of a cursor file without its name.
-	_cursorFixed = len(_cursorMagic) + 4 + 8 + 2 + 4
+	cursorDir    = "cursors"
+	_floorLock   = "..floor.lock"
+	_cursorMagic = "APNDCUR\x00"
+	// _cursorVersion is the version written: 2 records the log's ID.
+	// Version 1 files (no log ID) are read as belonging to any log.
+	_cursorVersion = 2
+	// _cursorFixed1 and _cursorFixed are the sizes of a version 1 and a
+	// version 2 cursor file without its name: magic, version u32,
+	// committed u64, (version 2: log ID [16]byte,) name length u16, then
+	// the name and a CRC-32C u32 of everything before it.
+	_cursorFixed1 = len(_cursorMagic) + 4 + 8 + 2 + 4
+	_cursorFixed  = _cursorFixed1 + len(frame.LogID{})
 )
 
 // cursorAux returns the name of the cursor's side file of kind ("tmp" or
@@ -126,18 +132,23 @@ var (
 
 // CursorFileError reports a cursor file that cannot be used: Path is the
 // file and Problem says what is wrong with it. errors.Is(err,
-// ErrBadCursorFile) matches it.
+// ErrBadCursorFile) matches it, and errors.Is(err, ErrForeign) too for
+// the checkpoint of a cursor of another log.
 type CursorFileError struct {
 	Path    string
 	Problem string
+	foreign bool
 }
 
 func (e *CursorFileError) Error() string {
 	return fmt.Sprintf("wal: bad cursor file %s: %s", e.Path, e.Problem)
 }
 
-// Is reports whether target is ErrBadCursorFile.
-func (e *CursorFileError) Is(target error) bool { return target == ErrBadCursorFile }
+// Is reports whether target is ErrBadCursorFile, or ErrForeign for a
+// cursor file of another log.
+func (e *CursorFileError) Is(target error) bool {
+	return target == ErrBadCursorFile || e.foreign && target == ErrForeign
+}
 
 // checkCursorName reports why name cannot name a cursor, or nil.
 func checkCursorName(name string) error {
@@ -159,59 +170,74 @@ func checkCursorName(name string) error {
 	return nil
 }
 
-// encodeCursor returns the file content of cursor name at committed.
-func encodeCursor(name string, committed uint64) []byte {
+// encodeCursor returns the file content of cursor name at committed, of
+// the log whose ID is id.
+func encodeCursor(name string, committed uint64, id frame.LogID) []byte {
 	b := make([]byte, _cursorFixed+len(name))
 	copy(b, _cursorMagic)
 	o := len(_cursorMagic)
 	binary.LittleEndian.PutUint32(b[o:], _cursorVersion)
 	binary.LittleEndian.PutUint64(b[o+4:], committed)
-	binary.LittleEndian.PutUint16(b[o+12:], uint16(len(name)))
-	copy(b[o+14:], name)
+	copy(b[o+12:], id[:])
+	binary.LittleEndian.PutUint16(b[o+28:], uint16(len(name)))
+	copy(b[o+30:], name)
 	n := len(b) - 4
 	binary.LittleEndian.PutUint32(b[n:], crc32.Checksum(b[:n], _cursorCRC))
 	return b
 }
 
-// decodeCursor decodes a cursor file's content. It returns the name
-// recorded in it and the committed position, or a description of what is
-// wrong.
-func decodeCursor(b []byte) (name string, committed uint64, problem string) {
+// decodeCursor decodes a cursor file's content, of version 1 or 2. It
+// returns the name recorded in it, the committed position and the log ID
+// (zero in a version 1 file), or a description of what is wrong.
+func decodeCursor(b []byte) (name string, committed uint64, id frame.LogID, problem string) {
 	o := len(_cursorMagic)
+	fail := func(p string) (string, uint64, frame.LogID, string) { return "", 0, frame.LogID{}, p }
 	switch {
 	case len(b) == 0:
-		return "", 0, "empty file"
+		return fail("empty file")
 	case len(b) < o || string(b[:o]) != _cursorMagic:
-		return "", 0, "not a cursor file (no cursor magic)"
-	case len(b) < _cursorFixed:
-		return "", 0, fmt.Sprintf("truncated: %d bytes, a cursor file has at least %d", len(b), _cursorFixed)
+		return fail("not a cursor file (no cursor magic)")
+	case len(b) < o+4:
+		return fail(fmt.Sprintf("truncated: %d bytes, a cursor file has at least %d", len(b), _cursorFixed1))
 	}
-	if v := binary.LittleEndian.Uint32(b[o:]); v != _cursorVersion {
-		return "", 0, fmt.Sprintf("version %d, this build reads version %d", v, _cursorVersion)
+	fixed, nameOff := _cursorFixed, o+30
+	switch v := binary.LittleEndian.Uint32(b[o:]); v {
+	case _cursorVersion:
+	case 1:
+		fixed, nameOff = _cursorFixed1, o+14
+	default:
+		return fail(fmt.Sprintf("version %d, this build reads versions 1 and %d", v, _cursorVersion))
 	}
-	nl := int(binary.LittleEndian.Uint16(b[o+12:]))
-	if want := _cursorFixed + nl; len(b) != want {
-		return "", 0, fmt.Sprintf("%d bytes, but its name length %d makes %d", len(b), nl, want)
+	if len(b) < fixed {
+		return fail(fmt.Sprintf("truncated: %d bytes, a cursor file of this version has at least %d", len(b), fixed))
+	}
+	nl := int(binary.LittleEndian.Uint16(b[nameOff-2:]))
+	if want := fixed + nl; len(b) != want {
+		return fail(fmt.Sprintf("%d bytes, but its name length %d makes %d", len(b), nl, want))
 	}
 	n := len(b) - 4
 	if got, want := crc32.Checksum(b[:n], _cursorCRC), binary.LittleEndian.Uint32(b[n:]); got != want {
-		return "", 0, fmt.Sprintf("checksum mismatch (stored %#08x, computed %#08x)", want, got)
+		return fail(fmt.Sprintf("checksum mismatch (stored %#08x, computed %#08x)", want, got))
 	}
 	committed = binary.LittleEndian.Uint64(b[o+4:])
-	name = string(b[o+14 : n])
+	if fixed == _cursorFixed {
+		copy(id[:], b[o+12:])
+	}
+	name = string(b[nameOff:n])
 	if err := checkCursorName(name); err != nil {
-		return "", 0, fmt.Sprintf("records an invalid name: %v", err)
+		return fail(fmt.Sprintf("records an invalid name: %v", err))
 	}
 	if committed == 0 {
-		return "", 0, "committed position 0 (sequence numbers start at 1)"
+		return fail("committed position 0 (sequence numbers start at 1)")
 	}
-	return name, committed, ""
+	return name, committed, id, ""
 }
 
 // readCursorFile reads and checks the cursor file of name in dir's cursors
-// directory. A missing file is returned as an error wrapping
-// fs.ErrNotExist.
-func readCursorFile(fsys vfs.FS, dir, name string) (uint64, error) {
+// directory, of the log whose ID is id: a file that names another log is
+// a *CursorFileError matching ErrForeign. A missing file is returned as an
+// error wrapping fs.ErrNotExist.
+func readCursorFile(fsys vfs.FS, dir, name string, id frame.LogID) (uint64, error) {
 	path := filepath.Join(dir, cursorDir, name)
 	f, err := fsys.OpenRegular(path, os.O_RDONLY, 0)
 	if err != nil {
@@ -232,9 +258,13 @@ func readCursorFile(fsys vfs.FS, dir, name string) (uint64, error) {
 		}
 		return 0, fmt.Errorf("wal: read cursor file %s: %w", path, err)
 	}
-	got, committed, problem := decodeCursor(b)
+	got, committed, gotID, problem := decodeCursor(b)
 	if problem == "" && got != name {
 		problem = fmt.Sprintf("records cursor %q, not %q", got, name)
+	}
+	if problem == "" && !gotID.Matches(id) {
+		return 0, &CursorFileError{Path: path, foreign: true,
+			Problem: fmt.Sprintf("of another log: it has log id %s, the log's files have log id %s (copied from another log?)", gotID, id)}
 	}
 	if problem != "" {
 		return 0, &CursorFileError{Path: path, Problem: problem}
@@ -352,6 +382,9 @@ type Cursor struct {
 	path string
 	fsys vfs.FS
 	dir  string // the log directory
+	// logID is the log's ID, written into each checkpoint; a checkpoint
+	// found naming another log is ErrForeign. Set before start.
+	logID frame.LogID
 	// wmu serialises the cursor's checkpoint writes (the Log's
 	// cursors.write for a cursor on an open Log), and writes counts them.
 	wmu    *sync.Mutex
@@ -443,6 +476,7 @@ func (l *Log) CursorWith(name string, opts *CursorOptions) (*Cursor, error) {
 	// Under retention's lock: a deletion under way, whose floor could not
 	// count this cursor, ends before a new cursor starts at FirstSeq.
 	l.ret.Lock()
+	c.logID = l.w.id
 	err = c.start(func() (uint64, uint64, error) { return l.FirstSeq(), l.NextSeq(), nil })
 	l.ret.Unlock()
 	if err != nil {
@@ -533,7 +567,7 @@ func (c *Cursor) start(bounds func() (first, end uint64, err error)) (err error)
 	if err != nil {
 		return err
 	}
-	committed, err := readCursorFile(c.fsys, c.dir, c.name)
+	committed, err := readCursorFile(c.fsys, c.dir, c.name, c.logID)
 	fresh := errors.Is(err, fs.ErrNotExist)
 	switch {
 	case fresh:
@@ -898,7 +932,7 @@ func (c *Cursor) Seek(seq uint64) error {
 	} else {
 		var floor io.Closer
 		var err error
-		first, next, floor, err = followBounds(c.dir, &c.fol.opts, "Seek")
+		first, next, _, floor, err = followBounds(c.dir, &c.fol.opts, "Seek")
 		if err != nil {
 			return fmt.Errorf("wal: cursor %q: seek: %w", c.name, err)
 		}
@@ -1069,7 +1103,7 @@ func (c *Cursor) writeCheckpoint(committed uint64) error {
 	if err != nil {
 		return fail("create "+tmp, err)
 	}
-	if _, err := f.WriteAt(encodeCursor(c.name, committed), 0); err != nil {
+	if _, err := f.WriteAt(encodeCursor(c.name, committed, c.logID), 0); err != nil {
 		f.Close()
 		return fail("write "+tmp, err)
 	}
@@ -1165,7 +1199,7 @@ func (l *Log) Cursors() ([]CursorInfo, error) {
 	if err := l.Flush(context.Background()); err != nil {
 		return nil, err
 	}
-	infos, err := readCursors(l.opts.fsys, l.dir, l.NextSeq(), l.opts.MaxRecordSize)
+	infos, err := readCursors(l.opts.fsys, l.dir, l.NextSeq(), l.opts.MaxRecordSize, l.w.id)
 	if err != nil {
 		return nil, err
 	}
@@ -1192,11 +1226,11 @@ func ReadCursors(dir string, opts *Options) ([]CursorInfo, error) {
 	if _, _, err := openDir(o.fsys, dir, "read cursors"); err != nil {
 		return nil, err
 	}
-	_, next, err := readBounds(dir, &o)
+	_, next, id, err := readBounds(dir, &o)
 	if err != nil {
 		return nil, err
 	}
-	return readCursors(o.fsys, dir, next, o.MaxRecordSize)
+	return readCursors(o.fsys, dir, next, o.MaxRecordSize, id)
 }
 
 // readBounds returns the first sequence number of the log in dir and the
@@ -1206,26 +1240,26 @@ func ReadCursors(dir string, opts *Options) ([]CursorInfo, error) {
 // than a torn tail or a recorded gap (damage, a record longer than
 // o.MaxRecordSize), is an error: the end is not known, and a cursor
 // checkpointed past where the read stopped must not be clamped to it.
-func readBounds(dir string, o *Options) (first, next uint64, err error) {
+func readBounds(dir string, o *Options) (first, next uint64, id frame.LogID, err error) {
 	r, err := OpenReader(dir, 0, o)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, id, err
 	}
 	defer r.Close()
 	if len(r.segs) == 0 {
-		return 1, 1, nil
+		return 1, 1, id, nil
 	}
 	r.i, r.expect = len(r.segs)-1, r.segs[len(r.segs)-1].firstSeq
 	r.readThroughGaps()
 	if err := r.Err(); err != nil {
-		return 0, 0, err
+		return 0, 0, id, err
 	}
-	return r.segs[0].firstSeq, r.expect, nil
+	return r.segs[0].firstSeq, r.expect, r.logID, nil
 }
 
 // readCursors lists the cursor files in dir's cursors directory, for a log
-// whose records end before next.
-func readCursors(fsys vfs.FS, dir string, next uint64, maxRec int) ([]CursorInfo, error) {
+// whose records end before next and whose ID is id.
+func readCursors(fsys vfs.FS, dir string, next uint64, maxRec int, id frame.LogID) ([]CursorInfo, error) {
 	cdir := filepath.Join(dir, cursorDir)
 	names, err := fsys.List(cdir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -1249,7 +1283,7 @@ func readCursors(fsys vfs.FS, dir string, next uint64, maxRec int) ([]CursorInfo
 			out = append(out, ci)
 			continue
 		}
-		committed, err := readCursorFile(fsys, dir, n)
+		committed, err := readCursorFile(fsys, dir, n, id)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // deleted since the listing
 		}
@@ -1331,7 +1365,7 @@ func (l *Log) cursorFloor() (floor uint64, ok bool, err error) {
 		if strings.HasPrefix(n, ".") {
 			continue
 		}
-		c, err := readCursorFile(l.opts.fsys, l.dir, n)
+		c, err := readCursorFile(l.opts.fsys, l.dir, n, l.w.id)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // deleted since the listing: it keeps nothing
 		}

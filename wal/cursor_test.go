@@ -202,7 +202,7 @@ func TestCursorLagBytes(t *testing.T) {
 }
 
 func TestCursorFileDamage(t *testing.T) {
-	good := encodeCursor("c", 7)
+	good := encodeCursor("c", 7, frame.LogID{})
 	flip := func(i int) []byte { b := append([]byte(nil), good...); b[i] ^= 1; return b }
 	for _, tc := range []struct {
 		name    string
@@ -213,9 +213,9 @@ func TestCursorFileDamage(t *testing.T) {
 		{"foreign", []byte("[core]\nbare = false\n"), "not a cursor file"},
 		{"truncated", good[:12], "truncated"},
 		{"short-name", good[:len(good)-1], "name length"},
-		{"version", func() []byte { b := encodeCursor("c", 7); b[8] = 9; return b }(), "version 9"},
+		{"version", func() []byte { b := encodeCursor("c", 7, frame.LogID{}); b[8] = 9; return b }(), "version 9"},
 		{"bit-flip", flip(17), "checksum mismatch"},
-		{"other-name", encodeCursor("d", 7), `records cursor "d", not "c"`},
+		{"other-name", encodeCursor("d", 7, frame.LogID{}), `records cursor "d", not "c"`},
 		{"huge", make([]byte, 4096), "at most"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -255,7 +255,7 @@ func TestCursorClampedPastEnd(t *testing.T) {
 	appendN(t, l, 10)
 	noErr(t, l.Close())
 	noErr(t, os.MkdirAll(filepath.Join(dir, cursorDir), 0o755))
-	noErr(t, os.WriteFile(filepath.Join(dir, cursorDir, "c"), encodeCursor("c", 500), 0o644))
+	noErr(t, os.WriteFile(filepath.Join(dir, cursorDir, "c"), encodeCursor("c", 500, frame.LogID{}), 0o644))
 	l = mustOpen(t, dir, nil)
 	defer l.Close()
 	c, err := l.Cursor("c")
@@ -263,7 +263,7 @@ func TestCursorClampedPastEnd(t *testing.T) {
 	if from, ok := c.Clamped(); !ok || from != 500 || c.Committed() != 11 {
 		t.Fatalf("Clamped = %d %v, committed %d; want clamped from 500 to 11", from, ok, c.Committed())
 	}
-	if got, err := readCursorFile(vfs.OS(), dir, "c"); err != nil || got != 11 {
+	if got, err := readCursorFile(vfs.OS(), dir, "c", frame.LogID{}); err != nil || got != 11 {
 		t.Fatalf("clamped checkpoint on disk = %d, %v; want 11", got, err)
 	}
 }
@@ -455,7 +455,7 @@ func TestCheckpointEveryBoundsWrites(t *testing.T) {
 		}
 		// The checkpoint is the committed position: every record below
 		// seq was acked, seq was not.
-		if got, err := readCursorFile(l.opts.fsys, l.Dir(), "c"); err != nil || got != seq {
+		if got, err := readCursorFile(l.opts.fsys, l.Dir(), "c", frame.LogID{}); err != nil || got != seq {
 			t.Fatalf("period %d: checkpoint %d, %v; want %d", p, got, err, seq)
 		}
 	}
@@ -464,7 +464,7 @@ func TestCheckpointEveryBoundsWrites(t *testing.T) {
 	if limit := int64(periods + 1); total > limit {
 		t.Fatalf("%d acks over %d periods wrote %d checkpoints, more than %d", n, periods, total, limit)
 	}
-	if got, err := readCursorFile(vfs.OS(), l.Dir(), "c"); err != nil || got != uint64(n+1) {
+	if got, err := readCursorFile(vfs.OS(), l.Dir(), "c", frame.LogID{}); err != nil || got != uint64(n+1) {
 		t.Fatalf("last checkpoint %d, %v; want %d", got, err, n+1)
 	}
 	t.Logf("%d acks, %d periods: %d checkpoint writes", n, periods, total)
@@ -500,7 +500,7 @@ func TestCheckpointNeverPastDurable(t *testing.T) {
 	}
 	limit := l.DurableSeq() + 1
 	noErr(t, c.checkpoint(limit)) // what the checkpointer does each period
-	if got, err := readCursorFile(mem, dir, "c"); err != nil || got != limit || limit != 101 {
+	if got, err := readCursorFile(mem, dir, "c", frame.LogID{}); err != nil || got != limit || limit != 101 {
 		t.Fatalf("checkpoint %d (%v), durable limit %d; want 101", got, err, limit)
 	}
 	crashed := mem.Crash(nil)
@@ -532,7 +532,7 @@ func TestCommitWaitsForDurable(t *testing.T) {
 	if d := l.DurableSeq(); d < 80 {
 		t.Fatalf("Commit of 81 returned with durable seq %d", d)
 	}
-	if got, err := readCursorFile(vfs.OS(), l.Dir(), "c"); err != nil || got != 81 {
+	if got, err := readCursorFile(vfs.OS(), l.Dir(), "c", frame.LogID{}); err != nil || got != 81 {
 		t.Fatalf("checkpoint %d, %v; want 81", got, err)
 	}
 }
@@ -581,7 +581,7 @@ func TestCheckpointPowerCut(t *testing.T) {
 			if k > 0 {
 				fsys = mem.Crash(rand.New(rand.NewPCG(uint64(step), uint64(k))))
 			}
-			got, err := readCursorFile(fsys, dir, "c")
+			got, err := readCursorFile(fsys, dir, "c", frame.LogID{})
 			if err != nil || got != 2 && got != 61 {
 				t.Fatalf("power cut at step %d (outcome %d): checkpoint %d, %v; want 2 or 61", step, k, got, err)
 			}
@@ -738,7 +738,7 @@ func TestCursorSeek(t *testing.T) {
 		t.Fatalf("Seek past NextSeq: %v, want ErrNotAppended", err)
 	}
 	noErr(t, c.Seek(te.First))
-	if got, err := readCursorFile(o.fsys0(), dir, "c"); err != nil || c.Committed() != first || got != first {
+	if got, err := readCursorFile(o.fsys0(), dir, "c", frame.LogID{}); err != nil || c.Committed() != first || got != first {
 		t.Fatalf("committed %d, checkpoint %d (%v) after Seek(%d)", c.Committed(), got, err, first)
 	}
 	for want := first; want < first+5; want++ {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/appendlog/appendlog/frame"
 	"github.com/appendlog/appendlog/internal/engine/clock"
 )
 
@@ -101,7 +102,7 @@ func OpenCursor(dir, name string, opts *Options, copts *CursorOptions) (*Cursor,
 	err = c.start(func() (first, end uint64, err error) {
 		// Held until the new checkpoint is in the directory: start
 		// writes it before it returns.
-		first, end, floor, err = followBounds(dir, &o, "OpenCursor")
+		first, end, c.logID, floor, err = followBounds(dir, &o, "OpenCursor")
 		if err != nil {
 			return 0, 0, fmt.Errorf("wal: open cursor %q: %w", name, err)
 		}
@@ -132,9 +133,9 @@ func OpenCursor(dir, name string, opts *Options, copts *CursorOptions) (*Cursor,
 // before the lock is taken, and the first record is read again under the
 // lock. The bounds are read before the lock, which is not held while the
 // last segment is read through.
-func followBounds(dir string, o *Options, holder string) (first, end uint64, floor io.Closer, err error) {
-	if first, end, err = readBounds(dir, o); err != nil {
-		return 0, 0, nil, err
+func followBounds(dir string, o *Options, holder string) (first, end uint64, id frame.LogID, floor io.Closer, err error) {
+	if first, end, id, err = readBounds(dir, o); err != nil {
+		return 0, 0, id, nil, err
 	}
 	err = whileBusy(o.clock, func() error {
 		var err error
@@ -142,15 +143,15 @@ func followBounds(dir string, o *Options, holder string) (first, end uint64, flo
 		return err
 	})
 	if err != nil {
-		return 0, 0, nil, err
+		return 0, 0, id, nil, err
 	}
 	f, err := firstInFiles(o.fsys, dir)
 	if err != nil {
 		_ = floor.Close() // closing the lock's file releases it
-		return 0, 0, nil, err
+		return 0, 0, id, nil, err
 	}
 	first = max(first, f)
-	return first, max(end, first), floor, nil
+	return first, max(end, first), id, floor, nil
 }
 
 // End returns the sequence number after the log's last record as far as

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/appendlog/appendlog/frame"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,7 +74,7 @@ func TestOpenCursorFollowsAndResumes(t *testing.T) {
 		t.Fatal(err) // delivered, not acked: comes again after the reopen
 	}
 	noErr(t, c.Commit(ctx))
-	if got, err := readCursorFile(vfs.OS(), dir, "ship"); err != nil || got != 5001 {
+	if got, err := readCursorFile(vfs.OS(), dir, "ship", frame.LogID{}); err != nil || got != 5001 {
 		t.Fatalf("checkpoint %d, %v; want 5001", got, err)
 	}
 	noErr(t, c.Close())
@@ -92,7 +93,7 @@ func TestOpenCursorFollowsAndResumes(t *testing.T) {
 		t.Fatalf("End %d after reading every record, want %d", e, n+1)
 	}
 	noErr(t, c2.Close())
-	if got, err := readCursorFile(vfs.OS(), dir, "ship"); err != nil || got != n+1 {
+	if got, err := readCursorFile(vfs.OS(), dir, "ship", frame.LogID{}); err != nil || got != n+1 {
 		t.Fatalf("checkpoint after Close %d, %v; want %d", got, err, n+1)
 	}
 	// The log's own view lists it, with no lag.
@@ -190,7 +191,7 @@ func TestOpenCursorBadInput(t *testing.T) {
 	noErr(t, err)
 	noErr(t, lc.Seek(5))
 	noErr(t, lc.Close())
-	if got, err := readCursorFile(vfs.OS(), dir, long); err != nil || got != 5 {
+	if got, err := readCursorFile(vfs.OS(), dir, long, frame.LogID{}); err != nil || got != 5 {
 		t.Fatalf("long-named cursor: %d, %v", got, err)
 	}
 	// Seek is checked against the files.
@@ -238,7 +239,7 @@ func TestOpenCursorCheckpointIsDurable(t *testing.T) {
 
 	l2 := mustOpen(t, dir, &Options{fsys: crashed})
 	defer l2.Close()
-	got, err := readCursorFile(crashed, dir, "c")
+	got, err := readCursorFile(crashed, dir, "c", frame.LogID{})
 	noErr(t, err)
 	if got != 2001 {
 		t.Fatalf("checkpoint %d after the cut, want 2001", got)
@@ -295,7 +296,7 @@ func TestOpenCursorSyncFailureIsSticky(t *testing.T) {
 	if err := c.Close(); err == nil {
 		t.Fatal("Close after a failed sync returned nil")
 	}
-	if got, err := readCursorFile(mem, dir, "c"); err != nil || got != 1 {
+	if got, err := readCursorFile(mem, dir, "c", frame.LogID{}); err != nil || got != 1 {
 		t.Fatalf("checkpoint %d, %v; want the first one (1) kept", got, err)
 	}
 }
@@ -325,7 +326,7 @@ func TestOpenCursorCheckpointer(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		fake.Advance(time.Second)
-		if got, _ := readCursorFile(vfs.OS(), dir, "c"); got == 1001 {
+		if got, _ := readCursorFile(vfs.OS(), dir, "c", frame.LogID{}); got == 1001 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -369,7 +370,7 @@ func TestOpenCursorAnotherProcess(t *testing.T) {
 	}
 	noErr(t, cmd.Wait())
 	noErr(t, c.Commit(ctx))
-	if got, err := readCursorFile(vfs.OS(), dir, "c"); err != nil || got != n+1 {
+	if got, err := readCursorFile(vfs.OS(), dir, "c", frame.LogID{}); err != nil || got != n+1 {
 		t.Fatalf("checkpoint %d, %v", got, err)
 	}
 }

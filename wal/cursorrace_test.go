@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/appendlog/appendlog/frame"
 	"io"
 	"io/fs"
 	"os"
@@ -158,7 +159,7 @@ func checkNewCursor(t *testing.T, l *Log, c *Cursor) {
 	if got := c.Committed(); got != first {
 		t.Errorf("new cursor at %d; the log starts at %d", got, first)
 	}
-	if got, err := readCursorFile(l.opts.fsys, l.dir, c.Name()); err != nil || got < first {
+	if got, err := readCursorFile(l.opts.fsys, l.dir, c.Name(), frame.LogID{}); err != nil || got < first {
 		t.Errorf("new cursor's file holds %d (%v); the log starts at %d: it claims records that are gone", got, err, first)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -315,7 +316,7 @@ func TestSeekBackRacesRetention(t *testing.T) {
 				if first == 1 {
 					t.Fatal("retention deleted nothing")
 				}
-				got, err := readCursorFile(fsys, "/log", "s")
+				got, err := readCursorFile(fsys, "/log", "s", frame.LogID{})
 				noErr(t, err)
 				var te *TruncatedError
 				switch {
@@ -387,7 +388,7 @@ func TestFloorLockHeld(t *testing.T) {
 	busy("TruncateFront", terr)
 	inBackground(func() { serr = s.Seek(5) })
 	busy("Seek", serr)
-	if got, err := readCursorFile(fsys, "/log", "s"); err != nil || got != 1900 || s.Committed() != 1900 {
+	if got, err := readCursorFile(fsys, "/log", "s", frame.LogID{}); err != nil || got != 1900 || s.Committed() != 1900 {
 		t.Errorf("a Seek that gave up moved the cursor: file %d (%v), committed %d", got, err, s.Committed())
 	}
 	inBackground(func() {
@@ -397,7 +398,7 @@ func TestFloorLockHeld(t *testing.T) {
 		}
 	})
 	busy("OpenCursor", oerr)
-	if _, err := readCursorFile(fsys, "/log", "n"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := readCursorFile(fsys, "/log", "n", frame.LogID{}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("OpenCursor that gave up left a cursor file: %v", err)
 	}
 	if l.FirstSeq() != 1 {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/appendlog/appendlog/frame"
 )
 
 // These errors are returned by Log methods.
@@ -43,7 +45,21 @@ var (
 	// holds the log's lock. The returned error names the lock file and the
 	// holder written in it.
 	ErrInUse = errors.New("wal: log is in use")
+	// ErrForeign means a file among the log's own is of another log: a
+	// segment, or a cursor's checkpoint, whose header names another log
+	// ID than the log's other files (a copy from another log's
+	// directory). The returned error names the file and both IDs. It is
+	// not damage: Repair leaves it alone, and nothing in it is read as
+	// the log's. Move the file out.
+	ErrForeign = errors.New("wal: file of another log")
 )
+
+// foreignError reports two segments of one directory with different log
+// IDs: the one at path has got, the one at wantPath has want. Which of the
+// two was copied in cannot be told from them, so both are named.
+func foreignError(path string, got frame.LogID, wantPath string, want frame.LogID) error {
+	return fmt.Errorf("%w: %s has log id %s, but %s has log id %s: segments of two logs are mixed (one copied from another log?)", ErrForeign, path, got, wantPath, want)
+}
 
 // NotLogError reports a directory that is not an appendlog log: it has no
 // segment and no LOCK file that appendlog wrote, but other files.

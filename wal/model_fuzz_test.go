@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/appendlog/appendlog/frame"
 	"io/fs"
 	"math"
 	"slices"
@@ -710,7 +711,7 @@ func (m *modelLog) openCursor(name string, arg byte) {
 func (m *modelLog) checkFile(name string) {
 	m.t.Helper()
 	mc := m.curs[name]
-	got, err := readCursorFile(m.opts.withDefaults().fsys, m.dir, name)
+	got, err := readCursorFile(m.opts.withDefaults().fsys, m.dir, name, frame.LogID{})
 	switch {
 	case !mc.exists:
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -855,7 +856,7 @@ func (m *modelLog) seek(name string, seq uint64) {
 		m.fatalf("cursor %s: seek %d: %v", name, seq, err)
 	}
 	mc.floor, mc.next, mc.acked, mc.trunc = seq, seq, map[uint64]bool{}, false
-	got, err := readCursorFile(m.opts.withDefaults().fsys, m.dir, name)
+	got, err := readCursorFile(m.opts.withDefaults().fsys, m.dir, name, frame.LogID{})
 	if err != nil || got < min(seq, d0+1) || got > min(seq, d1+1) {
 		m.fatalf("cursor %s: seek %d (durable %d..%d): checkpoint %d, %v", name, seq, d0, d1, got, err)
 	}

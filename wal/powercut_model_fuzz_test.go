@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/appendlog/appendlog/frame"
 	"io/fs"
 	"math/rand/v2"
 	"path/filepath"
@@ -705,7 +706,7 @@ func (m *pcModel) openCursor(name string, arg byte) {
 func (m *pcModel) checkFile(name string) {
 	m.t.Helper()
 	mc := m.curs[name]
-	got, err := readCursorFile(m.mem, _pcDir, name)
+	got, err := readCursorFile(m.mem, _pcDir, name, frame.LogID{})
 	switch {
 	case !mc.exists:
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -821,7 +822,7 @@ func (m *pcModel) seek(name string, seq uint64) {
 	}
 	mc.floor, mc.next, mc.acked, mc.stuck = seq, seq, map[uint64]bool{}, false
 	// The checkpoint is clamped to the records durable when Seek wrote it.
-	got, err := readCursorFile(m.mem, _pcDir, name)
+	got, err := readCursorFile(m.mem, _pcDir, name, frame.LogID{})
 	if err != nil || got < min(seq, d0) || got > min(seq, d1) {
 		m.fatalf("cursor %s: seek %d (durable below %d..%d): checkpoint %d, %v", name, seq, d0, d1, got, err)
 	}

@@ -3,6 +3,7 @@ package wal
 import (
 	"context"
 	"errors"
+	"github.com/appendlog/appendlog/frame"
 	"io/fs"
 	"math/rand/v2"
 	"path/filepath"
@@ -211,11 +212,11 @@ func TestPowerCutDeleteCursor(t *testing.T) {
 		_ = l.DeleteCursor("a")
 		l.Close()
 	}, func(t *testing.T, step int, crashed *vfs.MemFS, _ *Log) {
-		got, err := readCursorFile(crashed, "/log", "a")
+		got, err := readCursorFile(crashed, "/log", "a", frame.LogID{})
 		if err != nil && !errors.Is(err, fs.ErrNotExist) || err == nil && got != 2 {
 			t.Fatalf("cursor a: %d, %v; want 2 or gone", got, err)
 		}
-		if got, err := readCursorFile(crashed, "/log", "b"); err != nil || got != 2 {
+		if got, err := readCursorFile(crashed, "/log", "b", frame.LogID{}); err != nil || got != 2 {
 			t.Fatalf("cursor b: %d, %v; want 2", got, err)
 		}
 		o := opts

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/appendlog/appendlog/frame"
 	"io/fs"
 	"strings"
 	"sync"
@@ -336,7 +337,7 @@ func TestCursorsRaceLogClose(t *testing.T) {
 		}
 		l2 := mustOpen(t, dir, nil)
 		for k, name := range names {
-			got, err := readCursorFile(vfs.OS(), dir, name)
+			got, err := readCursorFile(vfs.OS(), dir, name, frame.LogID{})
 			noErr(t, err)
 			if got < committed[k].Load() || got > acked[k].Load()+1 {
 				t.Errorf("trial %d: cursor %s checkpoint %d; committed %d, acked up to %d", trial, name, got, committed[k].Load(), acked[k].Load())
@@ -478,7 +479,7 @@ func TestSeekBackRacesCommit(t *testing.T) {
 		noErr(t, c.Seek(back))
 		stop.Store(true)
 		wg.Wait()
-		if got, err := readCursorFile(l.opts.fsys, "/log", "c"); err != nil || got != back {
+		if got, err := readCursorFile(l.opts.fsys, "/log", "c", frame.LogID{}); err != nil || got != back {
 			t.Fatalf("round %d: Seek(%d) returned, the cursor file holds %d (%v); Committed %d", k, back, got, err, c.Committed())
 		}
 		next = back

@@ -49,6 +49,11 @@ type Reader struct {
 	// sealed segments only (Options.VerifyOnOpen; recovery scans the tail
 	// itself).
 	sealedOnly bool
+	// logID is the log's ID, from the first segment header that had one,
+	// at logIDFrom (or given by recovery); a segment whose header names
+	// another is ErrForeign.
+	logID     frame.LogID
+	logIDFrom string
 
 	f       vfs.File
 	sc      *frame.Scanner
@@ -346,6 +351,12 @@ func (r *Reader) openSegment() error {
 	if h.FirstSeq != s.firstSeq {
 		f.Close()
 		return r.corrupt(0, fmt.Errorf("header says first seq %d, name says %d", h.FirstSeq, s.firstSeq))
+	}
+	if path := filepath.Join(r.dir, s.name); !h.Log.Matches(r.logID) {
+		f.Close()
+		return foreignError(path, h.Log, r.logIDFrom, r.logID)
+	} else if r.logID.IsZero() {
+		r.logID, r.logIDFrom = h.Log, path
 	}
 	// Only a segment with a successor is known to be sealed (see
 	// recoverLog); the last one is scanned to its end, and a footer frame

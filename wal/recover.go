@@ -61,6 +61,12 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 		rec.Gaps = append(rec.Gaps, r.gaps...)
 	}
 
+	// The log's ID: from its segments' headers, checked as they are read
+	// (a segment of another log is ErrForeign); a new log's is chosen when
+	// its first segment is created. A log whose segments predate log IDs
+	// keeps none, so that every file of it is judged alike.
+	headers := 0 // segments whose header was read
+	idFrom := "" // the segment w.id was read from
 	// Sealed segments: trust the footers, check the chain of sequence numbers.
 	next := uint64(1)
 	if len(segs) > 0 {
@@ -78,10 +84,16 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 		if i < len(segs)-1 {
 			// A segment with a successor was sealed and synced before the
 			// successor was created: trust its footer.
-			info, err := checkSealed(fsys, dir, s)
+			info, id, err := checkSealed(fsys, dir, s)
 			if err != nil {
 				return nil, rec, corrupt(s.name, err.offset, fmt.Errorf("sealed segment is not whole: %w", err.err))
 			}
+			if path := filepath.Join(dir, s.name); !id.Matches(w.id) {
+				return nil, rec, foreignError(path, id, idFrom, w.id)
+			} else if w.id.IsZero() {
+				w.id, idFrom = id, path
+			}
+			headers++
 			next = info.FirstSeq + info.Count
 			if o.VerifyOnOpen {
 				rec.ScannedBytes += info.DataEnd - headerPage
@@ -91,8 +103,13 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 		// The tail segment is scanned even if it ends in a footer: a crash
 		// during its seal may have kept the footer but lost records before
 		// it (a power cut persists unsynced writes in any order).
-		if err := recoverTail(fsys, dir, s, o, w, &rec); err != nil {
+		if err := recoverTail(fsys, dir, s, o, w, &rec, headers, idFrom); err != nil {
 			return nil, rec, err
+		}
+	}
+	if w.f == nil && headers == 0 && w.id.IsZero() {
+		if w.id, err = frame.NewLogID(); err != nil {
+			return nil, rec, fmt.Errorf("wal: open %s: %w", dir, err)
 		}
 	}
 	if w.f == nil {
@@ -124,44 +141,58 @@ type segErr struct {
 	err    error
 }
 
-// checkSealed validates a sealed segment's header and footer.
-func checkSealed(fsys vfs.FS, dir string, s segInfo) (frame.Footer, *segErr) {
+// checkSealed validates a sealed segment's header and footer, and returns
+// the footer and the log ID in the header.
+func checkSealed(fsys vfs.FS, dir string, s segInfo) (frame.Footer, frame.LogID, *segErr) {
 	f, err := fsys.OpenRegular(filepath.Join(dir, s.name), os.O_RDONLY, 0)
 	if err != nil {
-		return frame.Footer{}, &segErr{0, err}
+		return frame.Footer{}, frame.LogID{}, &segErr{0, err}
 	}
 	defer f.Close()
 	h, _, err := readHeader(f)
 	if err != nil {
-		return frame.Footer{}, &segErr{0, fmt.Errorf("bad header: %w", err)}
+		return frame.Footer{}, frame.LogID{}, &segErr{0, fmt.Errorf("bad header: %w", err)}
 	}
 	if h.FirstSeq != s.firstSeq {
-		return frame.Footer{}, &segErr{0, fmt.Errorf("header says first seq %d, name says %d", h.FirstSeq, s.firstSeq)}
+		return frame.Footer{}, h.Log, &segErr{0, fmt.Errorf("header says first seq %d, name says %d", h.FirstSeq, s.firstSeq)}
 	}
 	size, err := f.Size()
 	if err != nil {
-		return frame.Footer{}, &segErr{0, err}
+		return frame.Footer{}, h.Log, &segErr{0, err}
 	}
 	ft, err := readFooter(f, size)
 	if err != nil {
-		return ft, &segErr{max(size-frame.FooterSize, 0), err}
+		return ft, h.Log, &segErr{max(size-frame.FooterSize, 0), err}
 	}
 	if ft.FirstSeq != s.firstSeq {
-		return ft, &segErr{size - frame.FooterSize, fmt.Errorf("footer says first seq %d, name says %d", ft.FirstSeq, s.firstSeq)}
+		return ft, h.Log, &segErr{size - frame.FooterSize, fmt.Errorf("footer says first seq %d, name says %d", ft.FirstSeq, s.firstSeq)}
 	}
-	return ft, nil
+	return ft, h.Log, nil
 }
 
 // recoverTail scans the tail segment with a Reader (one set of rules for
 // Open, Verify and dump), then acts on what it found: remove an unfinished
 // segment, finish an interrupted seal, or cut a torn tail; and positions w
 // after the last good record.
-func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, rec *Recovery) error {
-	r := &Reader{fsys: fsys, dir: dir, segs: []segInfo{s}, from: math.MaxUint64, maxRec: o.MaxRecordSize, expect: s.firstSeq, footerAt: -1}
+//
+// headers counts the segments before it whose header was read, and w.id
+// is the log ID they have (read from idFrom): with none, and no log ID in
+// its own header, the log is new and gets one here.
+func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, rec *Recovery, headers int, idFrom string) error {
+	r := &Reader{fsys: fsys, dir: dir, segs: []segInfo{s}, from: math.MaxUint64, maxRec: o.MaxRecordSize, expect: s.firstSeq, footerAt: -1, logID: w.id, logIDFrom: idFrom}
 	r.readThroughGaps()
 	r.Close()
 	if err := r.Err(); err != nil {
 		return err
+	}
+	w.id = r.logID
+	if w.id.IsZero() && headers == 0 && r.unfinished {
+		// The log's only segment was never finished: the log is new.
+		id, err := frame.NewLogID()
+		if err != nil {
+			return fmt.Errorf("wal: open %s: %w", dir, err)
+		}
+		w.id = id
 	}
 	rec.Gaps = append(rec.Gaps, r.gaps...)
 	path := filepath.Join(dir, s.name)

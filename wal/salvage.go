@@ -25,6 +25,12 @@ func salvage(o *Options, dir string, out *RepairReport) error {
 	if err != nil {
 		return err
 	}
+	// A segment of another log is not damage: refuse before anything is
+	// moved or rewritten. Rebuilt segments keep the log's ID.
+	id, err := segmentsLogID(o.fsys, dir, segs)
+	if err != nil {
+		return err
+	}
 	// Trailing segments with nothing to keep (no valid header and no frame
 	// where the first should be) are moved aside whole: there is nothing
 	// after them to place a gap before.
@@ -55,7 +61,7 @@ func salvage(o *Options, dir string, out *RepairReport) error {
 		if i > 0 && s.firstSeq > next {
 			// One or more segments are missing: a segment holding only a
 			// gap takes their place.
-			if err := writeGapSegment(o, dir, next, s.firstSeq, out); err != nil {
+			if err := writeGapSegment(o, dir, next, s.firstSeq, id, out); err != nil {
 				return err
 			}
 			next = s.firstSeq
@@ -69,7 +75,7 @@ func salvage(o *Options, dir string, out *RepairReport) error {
 		if !tail {
 			nextFirst = segs[i+1].firstSeq
 		}
-		if next, err = salvageSegment(o, dir, s, tail, nextFirst, out); err != nil {
+		if next, err = salvageSegment(o, dir, s, tail, nextFirst, id, out); err != nil {
 			return err
 		}
 	}
@@ -166,7 +172,7 @@ func (b *rebuild) gap(first, end uint64, isNew bool) {
 //
 // In the tail segment, damage past the durable mark is a torn tail: cut to
 // the end with no gap (no completed sync covered it), as Open does.
-func salvageSegment(o *Options, dir string, s segInfo, tail bool, nextFirst uint64, out *RepairReport) (uint64, error) {
+func salvageSegment(o *Options, dir string, s segInfo, tail bool, nextFirst uint64, id frame.LogID, out *RepairReport) (uint64, error) {
 	data, err := readWhole(o, dir, s.name)
 	if err != nil {
 		return 0, err
@@ -289,7 +295,7 @@ func salvageSegment(o *Options, dir string, s segInfo, tail bool, nextFirst uint
 		}
 		out.Cuts = append(out.Cuts, Cut{Segment: s.name, Offset: c[0], Bytes: c[1] - c[0], SideFile: side})
 	}
-	if err := writeSegment(o, dir, s.name, s.firstSeq, expect, b.body, !tail || footer); err != nil {
+	if err := writeSegment(o, dir, s.name, s.firstSeq, expect, b.body, !tail || footer, id); err != nil {
 		return 0, err
 	}
 	out.Rebuilt = append(out.Rebuilt, s.name)
@@ -378,11 +384,11 @@ func resync(data []byte, pos int64, expect, segFirst uint64) (int64, uint64, boo
 
 // writeGapSegment creates the segment for records [first, end), which are
 // all missing: a header, one gap frame and a footer.
-func writeGapSegment(o *Options, dir string, first, end uint64, out *RepairReport) error {
+func writeGapSegment(o *Options, dir string, first, end uint64, id frame.LogID, out *RepairReport) error {
 	name := segmentName(first)
 	body := make([]byte, gapFrameSize)
 	putGap(body, first, end-first)
-	if err := writeSegment(o, dir, name, first, end, body, true); err != nil {
+	if err := writeSegment(o, dir, name, first, end, body, true, id); err != nil {
 		return err
 	}
 	out.Created = append(out.Created, name)
@@ -393,10 +399,10 @@ func writeGapSegment(o *Options, dir string, first, end uint64, out *RepairRepor
 // writeSegment writes a segment (header page with a durable mark covering
 // it all, body, and a footer if sealed) under repairTmp, syncs it, renames
 // it to name and syncs the directory.
-func writeSegment(o *Options, dir, name string, first, next uint64, body []byte, sealed bool) error {
+func writeSegment(o *Options, dir, name string, first, next uint64, body []byte, sealed bool, id frame.LogID) error {
 	dataEnd := int64(headerPage + len(body))
 	buf := make([]byte, 0, int(dataEnd)+frame.FooterSize)
-	buf = append(buf, headerPageFor(first)...)
+	buf = append(buf, headerPageFor(first, id)...)
 	frame.PutMark(buf[frame.MarkOffset:], frame.Mark{DurableEnd: dataEnd, NextSeq: next})
 	buf = append(buf, body...)
 	if sealed {

@@ -255,6 +255,35 @@ func readHeader(f vfs.File) (frame.FileHeader, frame.Mark, error) {
 	return h, m, nil
 }
 
+// segmentsLogID reads the headers of segs in dir and returns the log's ID:
+// the first one that is not zero, in log order, or the zero LogID for a
+// log whose segments have none. A segment whose header names another ID
+// is ErrForeign; headers that cannot be read are not this function's to
+// report (recovery and Repair judge them).
+func segmentsLogID(fsys vfs.FS, dir string, segs []segInfo) (frame.LogID, error) {
+	var id frame.LogID
+	var from string
+	for _, s := range segs {
+		path := filepath.Join(dir, s.name)
+		f, err := fsys.OpenRegular(path, os.O_RDONLY, 0)
+		if err != nil {
+			continue
+		}
+		h, _, err := readHeader(f)
+		f.Close()
+		if err != nil {
+			continue
+		}
+		if !h.Log.Matches(id) {
+			return id, foreignError(path, h.Log, from, id)
+		}
+		if id.IsZero() {
+			id, from = h.Log, path
+		}
+	}
+	return id, nil
+}
+
 // readFooter returns the footer of a sealed segment of the given size.
 func readFooter(f vfs.File, size int64) (frame.Footer, error) {
 	if size < headerPage+frame.FooterSize {
@@ -313,8 +342,9 @@ func lastNonZeroIn(b []byte) int {
 	return -1
 }
 
-// createSegment creates, preallocates and durably names a new segment.
-func createSegment(fsys vfs.FS, dir string, firstSeq uint64, size int64) (vfs.File, string, error) {
+// createSegment creates, preallocates and durably names a new segment of
+// the log whose ID is id.
+func createSegment(fsys vfs.FS, dir string, firstSeq uint64, size int64, id frame.LogID) (vfs.File, string, error) {
 	name := segmentName(firstSeq)
 	path := filepath.Join(dir, name)
 	f, err := fsys.OpenRegular(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
@@ -328,7 +358,7 @@ func createSegment(fsys vfs.FS, dir string, firstSeq uint64, size int64) (vfs.Fi
 	if err := f.Preallocate(0, size); err != nil {
 		return fail(err)
 	}
-	if _, err := f.WriteAt(headerPageFor(firstSeq), 0); err != nil {
+	if _, err := f.WriteAt(headerPageFor(firstSeq, id), 0); err != nil {
 		return fail(err)
 	}
 	if err := f.Sync(); err != nil {
@@ -340,18 +370,18 @@ func createSegment(fsys vfs.FS, dir string, firstSeq uint64, size int64) (vfs.Fi
 	return f, name, nil
 }
 
-// headerPageFor returns the header page of a segment whose first record
-// has sequence number firstSeq.
-func headerPageFor(firstSeq uint64) []byte {
+// headerPageFor returns the header page of a segment of log id whose first
+// record has sequence number firstSeq.
+func headerPageFor(firstSeq uint64, id frame.LogID) []byte {
 	hdr := make([]byte, headerPage)
-	frame.PutFileHeader(hdr, frame.FileHeader{Kind: frame.FileWAL, FirstSeq: firstSeq})
+	frame.PutFileHeader(hdr, frame.FileHeader{Kind: frame.FileWAL, FirstSeq: firstSeq, Log: id})
 	return hdr
 }
 
 // startSegment creates the segment that appends continue in, starting at
 // sequence number next, and points w at it.
 func (w *segWriter) startSegment(next uint64) error {
-	f, name, err := createSegment(w.fsys, w.dir, next, w.segSize)
+	f, name, err := createSegment(w.fsys, w.dir, next, w.segSize, w.id)
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ type segWriter struct {
 	dir     string
 	segSize int64
 	maxRec  int
+	id      frame.LogID // written into each new segment's header
 
 	f        vfs.File
 	name     string
@@ -374,7 +375,7 @@ func (w *segWriter) rotate(pos uint64) error {
 			return err
 		}
 	}
-	if _, err := next.WriteAt(headerPageFor(w.nextSeq), 0); err != nil {
+	if _, err := next.WriteAt(headerPageFor(w.nextSeq, w.id), 0); err != nil {
 		next.Close()
 		return fmt.Errorf("wal: start segment %s: %w", segmentName(w.nextSeq), err)
 	}

@@ -27,12 +27,16 @@ type VerifyReport struct {
 	// Warnings lists things that are not damage: foreign files in the
 	// directory, an unfinished segment Open would remove.
 	Warnings []string
+	// LogID is the log's ID, from its segments' headers: zero for a log
+	// created before log IDs, or with no segment.
+	LogID frame.LogID
 }
 
 // Verify checks every record of every segment in dir: checksums, sequence
 // numbers, footers, and that no segment is missing. It returns a report and
 // nil when the log is clean or its only damage is a torn tail Open would
-// cut; otherwise a *CorruptionError naming segment and byte offset (the
+// cut; otherwise a *CorruptionError naming segment and byte offset, or an
+// error wrapping ErrForeign for segments of two logs mixed in dir (the
 // report then covers what was read before it).
 func Verify(dir string, opts *Options) (*VerifyReport, error) {
 	r, err := OpenReader(dir, 0, opts)
@@ -52,6 +56,7 @@ func Verify(dir string, opts *Options) (*VerifyReport, error) {
 	rep.Segments = len(r.segs) // a missed segment may have been relisted
 	rep.Gaps = r.gaps
 	rep.Torn = r.Torn()
+	rep.LogID = r.logID
 	if rep.Torn != nil && rep.Torn.Bytes == 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: %v; Open removes it", rep.Torn.Segment, rep.Torn.Damage))
 		rep.Torn = nil

@@ -56,7 +56,10 @@ the file and the problem).`,
 
 // statReport is what stat prints; its JSON form is --json's output.
 type statReport struct {
-	Dir      string        `json:"dir"`
+	Dir string `json:"dir"`
+	// LogID is the log's ID in hexadecimal, "none" for a log created
+	// before log IDs.
+	LogID    string        `json:"log_id"`
 	Segments []statSegment `json:"segments"`
 	// FirstSeq and LastSeq bound the records (LastSeq = FirstSeq-1 when
 	// there are none); NextSeq is the next to be appended.
@@ -136,7 +139,7 @@ func statLog(dir string) (statReport, []string, error) {
 	if err != nil {
 		return statReport{}, nil, describeVerifyError(dir, err)
 	}
-	s := statReport{Dir: dir, FirstSeq: rep.FirstSeq, NextSeq: rep.NextSeq, Records: rep.Records,
+	s := statReport{Dir: dir, LogID: rep.LogID.String(), FirstSeq: rep.FirstSeq, NextSeq: rep.NextSeq, Records: rep.Records,
 		Warnings: rep.Warnings, Segments: []statSegment{}, Gaps: []statGap{}, Cursors: []statCursor{}}
 	if rep.Segments == 0 {
 		s.FirstSeq, s.NextSeq = 1, 1
@@ -293,6 +296,7 @@ func describeCursorError(err error) string {
 
 func printStat(w io.Writer, s *statReport) {
 	fmt.Fprintf(w, "log %s\n", s.Dir)
+	fmt.Fprintf(w, "log id: %s\n", s.LogID)
 	for _, warn := range s.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}

@@ -151,3 +151,54 @@ func TestStatWhileAnotherProcessWrites(t *testing.T) {
 		t.Fatalf("stat saw %v records", seen)
 	}
 }
+
+// TestMixedLogs: stat prints a log's ID; a segment copied in from another
+// log with the same sequence numbers makes verify, stat, dump and repair
+// exit 1 naming the file and both IDs, and repair --force changes nothing.
+func TestMixedLogs(t *testing.T) {
+	base := t.TempDir()
+	mk := func(name string) string {
+		d := filepath.Join(base, name)
+		l, err := wal.Open(d, &wal.Options{SegmentSize: 64 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 4000 {
+			if _, err := l.Append([]byte(strings.Repeat("x", i%40))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	a, b := mk("a"), mk("b")
+	r := runInProcess("stat", "--json", b)
+	expect(t, r, 0, `"log_id"`)
+	var st struct {
+		LogID string `json:"log_id"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st.LogID) != 32 {
+		t.Fatalf("stat --json log_id %q (%v):\n%s", st.LogID, err, r)
+	}
+	ra := runInProcess("stat", a)
+	expect(t, ra, 0, "log id: ")
+	if strings.Contains(ra.stdout, st.LogID) {
+		t.Fatalf("two logs have the same ID %s", st.LogID)
+	}
+	seg := "00000000000000000001.seg"
+	data, err := os.ReadFile(filepath.Join(a, seg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(b, seg), data)
+	for _, args := range [][]string{{"verify", b}, {"stat", b}, {"dump", "--count", b}, {"repair", b}, {"repair", "--force", b}} {
+		r := runInProcess(args...)
+		checkNoCrash(t, r)
+		expect(t, r, 1, filepath.Join(b, seg), st.LogID, "another log")
+	}
+	if got, _ := os.ReadFile(filepath.Join(b, seg)); string(got) != string(data) {
+		t.Fatal("repair changed the segment of another log")
+	}
+}
