@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -157,8 +158,39 @@ func (f *mfile) pastEnd(off, n uint64) error {
 	return corrupt(f.name, int64(_hdrSize+off), fmt.Errorf("%w: the file ends at byte %d, but the %d bytes of frames from here run past it", ErrTruncated, f.size, n))
 }
 
-func (f *mfile) release() {
-	if f.refs.Add(-1) == 0 && f.retired.Load() {
+// _dead is refs of a file a roll retired and unmapped: no reference is
+// taken again (tryRef).
+const _dead = math.MinInt64 / 2
+
+// tryRef takes a reference to f unless f is dead: retired, unreferenced
+// and unmapped by a roll. A reference keeps f mapped, except through the
+// Log's Close.
+func (f *mfile) tryRef() bool {
+	for {
+		n := f.refs.Load()
+		if n < 0 {
+			return false
+		}
+		if f.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (f *mfile) release() { f.releaseN(1) }
+
+// releaseN drops n references; the last one of a retired file unmaps it.
+func (f *mfile) releaseN(n int64) {
+	if f.refs.Add(-n) == 0 && f.retired.Load() {
+		f.kill()
+	}
+}
+
+// kill unmaps f if it has no reference, and makes it dead: the swap from
+// 0 orders it against tryRef, so that a reference taken is never to an
+// unmapped file.
+func (f *mfile) kill() {
+	if f.refs.CompareAndSwap(0, _dead) {
 		f.unmap()
 	}
 }
@@ -182,9 +214,7 @@ func (f *mfile) releasePadded(off uint64) {
 
 func (f *mfile) retire() {
 	f.retired.Store(true)
-	if f.refs.Load() == 0 {
-		f.unmap()
-	}
+	f.kill()
 }
 
 func (f *mfile) unmap() {
@@ -452,27 +482,38 @@ func (r Reservation) Commit() error {
 	if r.f == nil {
 		return errors.New("shmlog: Commit of a zero Reservation")
 	}
-	// Until this Commit releases it, the Reservation's reference keeps
-	// its file mapped, except through Close; after it (a second Commit),
-	// a roll may have unmapped the file.
+	// The Reservation's reference keeps its file mapped until this Commit
+	// releases it, except through Close; a second Commit has none, and a
+	// roll may unmap the file at any moment. So Commit takes a reference
+	// of its own for as long as it touches the mapping: refused for a
+	// file a roll unmapped, and unmapped tells of Close (which must not
+	// run concurrently with Commit).
+	if !r.f.tryRef() {
+		return fmt.Errorf("shmlog: commit at %#x: its file is unmapped (this Reservation was committed before): %w", r.Pos(), ErrClosed)
+	}
 	if r.f.unmapped.Load() {
+		r.f.release()
 		return fmt.Errorf("shmlog: commit at %#x: its file is unmapped (the Log was closed, or this Reservation committed before): %w", r.Pos(), ErrClosed)
 	}
 	hdr := _hdrSize + int(r.off)
 	word := recordWord(r.payload(), r.Pos())
 	hw := sys.Uint64At(r.f.m, hdr)
 	if !hw.CompareAndSwap(r.w, word) {
+		var err error
 		if hw.Load() == word {
-			return corrupt(r.f.name, int64(hdr), errors.New("shmlog: record committed twice"))
+			err = corrupt(r.f.name, int64(hdr), errors.New("shmlog: record committed twice"))
+		} else {
+			err = corrupt(r.f.name, int64(hdr), ErrPadded)
+			r.f.releasePadded(r.off)
 		}
-		r.f.releasePadded(r.off)
-		return corrupt(r.f.name, int64(hdr), ErrPadded)
+		r.f.release()
+		return err
 	}
 	if r.f.hdr0.waiters().Load() != 0 {
 		r.f.hdr0.wake().Add(1)
 		sys.FutexWake(r.f.hdr0.b, _offWake)
 	}
-	r.f.release()
+	r.f.releaseN(2) // Commit's reference and the Reservation's
 	return nil
 }
 
@@ -495,7 +536,9 @@ func (l *Log) acquire() *mfile {
 		if f == nil {
 			return nil
 		}
-		f.refs.Add(1)
+		if !f.tryRef() {
+			continue // retired and unmapped since the load: cur has moved on
+		}
 		if !f.retired.Load() {
 			return f
 		}

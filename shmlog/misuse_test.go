@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -837,4 +839,66 @@ func TestCloseAfterRemoval(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSecondCommitRacingRoll: second Commits of committed Reservations
+// race the rolls that unmap their files. Each returns an error and none
+// faults: were the file unmapped between Commit's look at it and its
+// access to the mapping, the access would be a SIGSEGV. Every record
+// committed once is in the log, once.
+func TestSecondCommitRacingRoll(t *testing.T) {
+	path := logPath(t)
+	l, err := shmlog.Open(path, &shmlog.Options{MaxFileSize: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const g, n = 4, 3000
+	faults := make(chan any, g)
+	var wg sync.WaitGroup
+	for range g {
+		wg.Go(func() {
+			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+			defer func() {
+				if r := recover(); r != nil {
+					faults <- r
+				}
+			}()
+			for range n {
+				res, err := l.Reserve(100)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := res.Commit(); err != nil {
+					t.Error(err)
+					return
+				}
+				for range 3 {
+					runtime.Gosched() // let another goroutine roll past the file
+					if err := res.Commit(); err == nil {
+						t.Error("a second Commit succeeded")
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(faults)
+	for r := range faults {
+		t.Fatalf("a second Commit faulted: %v", r)
+	}
+	if st := l.Stats(); st.ActiveFile < 10 {
+		t.Fatalf("only %d rolls", st.ActiveFile)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	if _, err := shmlog.Verify(path, func(shmlog.Record) error { got++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got != g*n {
+		t.Fatalf("%d records in the log, want %d", got, g*n)
+	}
 }
