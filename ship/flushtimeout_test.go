@@ -115,3 +115,34 @@ func TestShipGroupRunAfterGiveUpRefuses(t *testing.T) {
 	noErr(t, sh.Close())
 	exactlyOnce(t, readTopic(t, c, "stream:orders", n), n)
 }
+
+// TestSettleWaitsForInFlight: settle, which readies a second Run, returns
+// as soon as the last record in flight is answered for (no polling), and
+// at once when its context is done.
+func TestSettleWaitsForInFlight(t *testing.T) {
+	c := cluster(t, 1)
+	sh, err := NewKafka(openLog(t, 10), &KafkaOptions{Brokers: c.ListenAddrs(), Topic: "t", ConnectTimeout: 5 * time.Second})
+	noErr(t, err)
+	defer sh.Close()
+	sh.inFlight.Add(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := sh.settle(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("settle with records in flight and a done context: %v", err)
+	}
+	answered := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		sh.doneInFlight()
+		time.Sleep(50 * time.Millisecond)
+		answered <- time.Now()
+		sh.doneInFlight()
+	}()
+	noErr(t, sh.settle(context.Background()))
+	if late := time.Since(<-answered); late > 500*time.Millisecond {
+		t.Fatalf("settle returned %v after the last record was answered for", late)
+	}
+	if n := sh.inFlight.Load(); n != 0 {
+		t.Fatalf("settle returned with %d in flight", n)
+	}
+}

@@ -184,6 +184,9 @@ type Shipper struct {
 
 	shipped, bytes, skipped atomic.Uint64
 	inFlight                atomic.Int64
+	// drained gets a token (capacity 1) when inFlight falls to zero, for
+	// settle.
+	drained chan struct{}
 	// pendingBytes sums the payload bytes of the records read and not yet
 	// acknowledged (in flight, or waiting to be sent);
 	// readRecs and readBytes count the records (and payload bytes) read
@@ -358,7 +361,7 @@ func newShipper(opts *KafkaOptions, maxWindow int, open func(o *KafkaOptions, wi
 	if o.Source == "" {
 		o.Source = id
 	}
-	s := &Shipper{in: in, o: o, src: []byte(o.Source), failc: make(chan struct{}), ackc: make(chan struct{}, 1)}
+	s := &Shipper{in: in, o: o, src: []byte(o.Source), failc: make(chan struct{}), ackc: make(chan struct{}, 1), drained: make(chan struct{}, 1)}
 	s.promise = s.acked
 	s.out, s.outMask = make([]outRecord, n), uint64(n-1)
 	kopts := []kgo.Opt{
@@ -610,7 +613,7 @@ func (s *Shipper) settle(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		case <-s.drained: // perhaps a token of an earlier drain: look again
 		}
 	}
 	if from := s.in.committed(); s.nextRead.Load() > from {
@@ -899,12 +902,23 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 	return s.in.lost()
 }
 
+// doneInFlight counts a record in flight done with, and wakes settle when
+// none is left.
+func (s *Shipper) doneInFlight() {
+	if s.inFlight.Add(-1) == 0 {
+		select {
+		case s.drained <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // acked is a record's promise (s.promise): Kafka acknowledged it, or gave
 // up on it.
 func (s *Shipper) acked(r *kgo.Record, err error) {
 	seq := seqOf(r)
 	// Counted in flight until done with r and its slot (see settle).
-	defer s.inFlight.Add(-1)
+	defer s.doneInFlight()
 	s.pendingBytes.Add(-int64(len(r.Value)))
 	if err != nil {
 		s.setErr(fmt.Sprintf("produce seq %d: %v", seq, err))
