@@ -272,3 +272,21 @@ func equalSnapshots(a, b map[string][]byte) bool {
 	}
 	return true
 }
+
+// TestLogIDAfterUnfinishedCreation: a log whose only segment was never
+// finished (a crash while creating it: no header) is new, and gets an ID.
+func TestLogIDAfterUnfinishedCreation(t *testing.T) {
+	dir := t.TempDir()
+	noErr(t, os.WriteFile(filepath.Join(dir, segmentName(1)), make([]byte, 8192), 0o644))
+	l := mustOpen(t, dir, logIDOpts)
+	id := l.w.id
+	noErr(t, l.Close())
+	if id.IsZero() {
+		t.Fatal("no log ID")
+	}
+	for name, got := range segmentIDs(t, dir) {
+		if got != id {
+			t.Fatalf("segment %s has log id %v, want %v", name, got, id)
+		}
+	}
+}

@@ -103,11 +103,13 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 		// The tail segment is scanned even if it ends in a footer: a crash
 		// during its seal may have kept the footer but lost records before
 		// it (a power cut persists unsynced writes in any order).
-		if err := recoverTail(fsys, dir, s, o, w, &rec, headers, idFrom); err != nil {
+		if err := recoverTail(fsys, dir, s, o, w, &rec, idFrom); err != nil {
 			return nil, rec, err
 		}
 	}
 	if w.f == nil && headers == 0 && w.id.IsZero() {
+		// No segment, or only one whose creation never finished (removed
+		// above): a new log.
 		if w.id, err = frame.NewLogID(); err != nil {
 			return nil, rec, fmt.Errorf("wal: open %s: %w", dir, err)
 		}
@@ -175,10 +177,9 @@ func checkSealed(fsys vfs.FS, dir string, s segInfo) (frame.Footer, frame.LogID,
 // segment, finish an interrupted seal, or cut a torn tail; and positions w
 // after the last good record.
 //
-// headers counts the segments before it whose header was read, and w.id
-// is the log ID they have (read from idFrom): with none, and no log ID in
-// its own header, the log is new and gets one here.
-func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, rec *Recovery, headers int, idFrom string) error {
+// w.id is the log ID of the segments before it (read from idFrom); the
+// tail's header must match it, and gives it if it is zero.
+func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, rec *Recovery, idFrom string) error {
 	r := &Reader{fsys: fsys, dir: dir, segs: []segInfo{s}, from: math.MaxUint64, maxRec: o.MaxRecordSize, expect: s.firstSeq, footerAt: -1, logID: w.id, logIDFrom: idFrom}
 	r.readThroughGaps()
 	r.Close()
@@ -186,14 +187,6 @@ func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, r
 		return err
 	}
 	w.id = r.logID
-	if w.id.IsZero() && headers == 0 && r.unfinished {
-		// The log's only segment was never finished: the log is new.
-		id, err := frame.NewLogID()
-		if err != nil {
-			return fmt.Errorf("wal: open %s: %w", dir, err)
-		}
-		w.id = id
-	}
 	rec.Gaps = append(rec.Gaps, r.gaps...)
 	path := filepath.Join(dir, s.name)
 	if r.unfinished {
