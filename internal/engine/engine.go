@@ -203,6 +203,12 @@ type Config struct {
 	// the system clock. Tests set a clock.Fake and advance it instead of
 	// sleeping.
 	Clock clock.Clock
+
+	// onPark, if set, is called by the flusher with true as it parks
+	// between passes and with false as it wakes: a test that moves a fake
+	// clock waits for it to park, so that it never moves the clock under
+	// a pass (a test hook).
+	onPark func(parked bool)
 }
 
 func (c *Config) fill() error {

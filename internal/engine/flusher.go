@@ -148,6 +148,9 @@ func (f *flusher) park() (fired bool) {
 		if f.syncer != nil {
 			results = f.syncer.results
 		}
+		if f.cfg.onPark != nil {
+			f.cfg.onPark(true)
+		}
 		select {
 		case <-e.kick:
 		case <-f.timer.C():
@@ -157,6 +160,9 @@ func (f *flusher) park() (fired bool) {
 			gotResult = true
 		case <-e.stop:
 			f.stopping = true
+		}
+		if f.cfg.onPark != nil {
+			f.cfg.onPark(false)
 		}
 	}
 	if e.idle.Load() {

@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/appendlog/appendlog/internal/engine/clock"
 )
 
 // slowSink is a timedSink whose Write and Sync take write and sync of the
@@ -76,6 +79,8 @@ func TestTimersDoNotSlipByThePass(t *testing.T) {
 			}
 			cfg := tc.cfg
 			cfg.Size, cfg.FlushInterval, cfg.Clock = MinSize, time.Millisecond, clk
+			var q parkWatch
+			cfg.onPark = q.hook
 			e, err := New(cfg, sink)
 			if err != nil {
 				t.Fatal(err)
@@ -85,10 +90,54 @@ func TestTimersDoNotSlipByThePass(t *testing.T) {
 			// (or sync of BatchBytes) takes 3ms; the policy's sync, or
 			// the tick, is due at 10ms.
 			c := commitN(t, e, 100)
-			advanceUntil(t, e, clk, "done by the timer", func() bool { return tc.done(e, sink, c.Pos+100) })
+			q.advanceUntil(t, clk, "done by the timer", func() bool { return tc.done(e, sink, c.Pos+100) })
 			if at := clk.Now().Sub(start); at != due {
 				t.Fatalf("done at %v of fake time, due at %v", at, due)
 			}
 		})
+	}
+}
+
+// parkWatch follows whether a flusher is parked, and counts its wake-ups
+// (Config.onPark).
+type parkWatch struct {
+	parked atomic.Bool
+	wakes  atomic.Uint64
+}
+
+func (q *parkWatch) hook(parked bool) {
+	q.parked.Store(parked)
+	if !parked {
+		q.wakes.Add(1) // after parked: a wake counted is one parked=true no longer stands for
+	}
+}
+
+// advanceUntil is the package's advanceUntil for a sink that moves the
+// clock itself (slowSink). It moves the clock to the next timer only once
+// the flusher has handled every wake-up the test caused (the commit's
+// kick, then each timer it fired) and parked again; moved during a pass,
+// the clock would run on by the pass's own time as well, and the pass would
+// see a later time than its timer's. Nothing else wakes this flusher: the
+// test commits once, and its sink syncs in the pass.
+func (q *parkWatch) advanceUntil(t *testing.T, clk *clock.Fake, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(_guard)
+	want := uint64(1) // the commit's kick
+	for {
+		for !(q.wakes.Load() >= want && q.parked.Load()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("not after %v of real time (fake time %v): %s: the flusher did not park after wake-up %d", _guard, clk.Now(), what, want)
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+		if cond() {
+			return
+		}
+		at, ok := clk.Next()
+		if !ok {
+			t.Fatalf("no timer armed at fake time %v: %s", clk.Now(), what)
+		}
+		want = q.wakes.Load() + 1
+		clk.Advance(at.Sub(clk.Now()))
 	}
 }
