@@ -557,9 +557,9 @@ func (p *pacer) next(pos uint64, now time.Time, chunk uint64) time.Duration {
 // covers: a waiter counted then committed its record before it waited, so
 // the write includes it. Read when the sync starts, after the write, it
 // also counted waiters that came during the write, whose records wait for
-// the next sync; every round then expected that many waiters too many and
-// gathered until its deadline (at 128 goroutines about 113 instead of 124
-// appends per sync, BENCHMARKS.md).
+// the next sync; the round after expected that many waiters too many, and
+// gathered until its deadline a smaller group (BenchmarkGroupCommit's
+// acks/sync; BENCHMARKS.md has the figures).
 type groupGather struct {
 	s0, s1  uint64        // arrival counts read before the writes of the last two syncs
 	target  uint64        // waiters expected in the next round
