@@ -245,10 +245,7 @@ func processAlive(pid int, start uint64) bool {
 // paddingWord returns the first header word of a padding frame with an
 // n-byte body at position pos.
 func paddingWord(n uint64, pos uint64) uint64 {
-	var h [12]byte
-	binary.LittleEndian.PutUint32(h[0:4], uint32(_kindPadding<<30|n))
-	binary.LittleEndian.PutUint64(h[4:12], pos)
-	crc := frame.Mask(crc12(h))
+	crc := frame.Mask(crc12(uint32(_kindPadding<<30|n), pos))
 	return (_kindPadding<<30|n)<<32 | uint64(crc)
 }
 
@@ -256,22 +253,38 @@ func paddingWord(n uint64, pos uint64) uint64 {
 // with payload p.
 func recordWord(p []byte, pos uint64) uint64 {
 	n := uint64(len(p))
-	var h [12]byte
-	binary.LittleEndian.PutUint32(h[0:4], uint32(_kindRecord<<30|n))
-	binary.LittleEndian.PutUint64(h[4:12], pos)
-	crc := frame.Mask(crc32.Update(crc12(h), _crc, p))
+	crc := frame.Mask(crc32.Update(crc12(uint32(_kindRecord<<30|n), pos), _crc, p))
 	return (_kindRecord<<30|n)<<32 | uint64(crc)
 }
 
-// crc12 returns the CRC-32C of h, computed bytewise so that h stays on the
-// stack (crc32.Update's slice argument escapes).
-func crc12(h [12]byte) uint32 {
-	c := ^uint32(0)
-	for _, v := range h {
-		c = _crc[byte(c)^v] ^ c>>8
-	}
+// crc12 returns the CRC-32C of the 12 bytes of a frame's first header
+// word's kind and length (a, little-endian) and of its position (b,
+// little-endian), four bytes at a time (slicing-by-4): crc32.Update would
+// move a 12-byte array to the heap (its slice argument escapes), and a
+// byte-at-a-time loop is a chain of twelve dependent table loads.
+func crc12(a uint32, b uint64) uint32 {
+	c := ^uint32(0) ^ a
+	c = _crc4[3][byte(c)] ^ _crc4[2][byte(c>>8)] ^ _crc4[1][byte(c>>16)] ^ _crc4[0][c>>24]
+	c ^= uint32(b)
+	c = _crc4[3][byte(c)] ^ _crc4[2][byte(c>>8)] ^ _crc4[1][byte(c>>16)] ^ _crc4[0][c>>24]
+	c ^= uint32(b >> 32)
+	c = _crc4[3][byte(c)] ^ _crc4[2][byte(c>>8)] ^ _crc4[1][byte(c>>16)] ^ _crc4[0][c>>24]
 	return ^c
 }
+
+// _crc4 holds the slicing-by-4 tables of CRC-32C: _crc4[k][i] is the CRC
+// register after byte i followed by k zero bytes.
+var _crc4 = func() (t [4][256]uint32) {
+	for i := range 256 {
+		c := _crc[i]
+		t[0][i] = c
+		for k := 1; k < 4; k++ {
+			c = _crc[byte(c)] ^ c>>8
+			t[k][i] = c
+		}
+	}
+	return t
+}()
 
 // putSeq stores a frame's seq (its position) in b[0:8].
 func putSeq(b []byte, pos uint64) { binary.LittleEndian.PutUint64(b, pos) }
