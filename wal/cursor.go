@@ -1254,7 +1254,7 @@ func readBounds(dir string, o *Options) (first, next uint64, id frame.LogID, err
 	if err := r.Err(); err != nil {
 		return 0, 0, id, err
 	}
-	return r.segs[0].firstSeq, r.expect, r.logID, nil
+	return r.segs[0].firstSeq, r.expect, r.ids.id, nil
 }
 
 // readCursors lists the cursor files in dir's cursors directory, for a log

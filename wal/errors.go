@@ -54,6 +54,26 @@ var (
 	ErrForeign = errors.New("wal: file of another log")
 )
 
+// logIDs follows the log ID of a log's segments as their headers are
+// read: the first that is not zero is the log's, and a segment with
+// another is ErrForeign.
+type logIDs struct {
+	id   frame.LogID
+	from string // the segment id was read from
+}
+
+// see checks the log ID of the segment at path: an error wrapping
+// ErrForeign if it names another log than the segments seen before.
+func (c *logIDs) see(path string, id frame.LogID) error {
+	if !id.Matches(c.id) {
+		return foreignError(path, id, c.from, c.id)
+	}
+	if c.id.IsZero() {
+		c.id, c.from = id, path
+	}
+	return nil
+}
+
 // foreignError reports two segments of one directory with different log
 // IDs: the one at path has got, the one at wantPath has want. Which of the
 // two was copied in cannot be told from them, so both are named.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,7 +140,7 @@ func TestForeignSegment(t *testing.T) {
 			delete(before, filepath.Join(b, lockName))
 			after := fileContents(t, b)
 			delete(after, filepath.Join(b, lockName))
-			if !equalSnapshots(before, after) {
+			if !maps.EqualFunc(before, after, bytes.Equal) {
 				for k := range after {
 					if !bytes.Equal(before[k], after[k]) {
 						t.Logf("changed: %s (%d -> %d bytes)", k, len(before[k]), len(after[k]))
@@ -259,34 +260,4 @@ func fileContents(t *testing.T, dir string) map[string][]byte {
 	})
 	noErr(t, err)
 	return out
-}
-
-func equalSnapshots(a, b map[string][]byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || !bytes.Equal(v, w) {
-			return false
-		}
-	}
-	return true
-}
-
-// TestLogIDAfterUnfinishedCreation: a log whose only segment was never
-// finished (a crash while creating it: no header) is new, and gets an ID.
-func TestLogIDAfterUnfinishedCreation(t *testing.T) {
-	dir := t.TempDir()
-	noErr(t, os.WriteFile(filepath.Join(dir, segmentName(1)), make([]byte, 8192), 0o644))
-	l := mustOpen(t, dir, logIDOpts)
-	id := l.w.id
-	noErr(t, l.Close())
-	if id.IsZero() {
-		t.Fatal("no log ID")
-	}
-	for name, got := range segmentIDs(t, dir) {
-		if got != id {
-			t.Fatalf("segment %s has log id %v, want %v", name, got, id)
-		}
-	}
 }

@@ -49,11 +49,9 @@ type Reader struct {
 	// sealed segments only (Options.VerifyOnOpen; recovery scans the tail
 	// itself).
 	sealedOnly bool
-	// logID is the log's ID, from the first segment header that had one,
-	// at logIDFrom (or given by recovery); a segment whose header names
-	// another is ErrForeign.
-	logID     frame.LogID
-	logIDFrom string
+	// ids is the log's ID, from the segment headers read (or given by
+	// recovery).
+	ids logIDs
 
 	f       vfs.File
 	sc      *frame.Scanner
@@ -352,11 +350,9 @@ func (r *Reader) openSegment() error {
 		f.Close()
 		return r.corrupt(0, fmt.Errorf("header says first seq %d, name says %d", h.FirstSeq, s.firstSeq))
 	}
-	if path := filepath.Join(r.dir, s.name); !h.Log.Matches(r.logID) {
+	if err := r.ids.see(filepath.Join(r.dir, s.name), h.Log); err != nil {
 		f.Close()
-		return foreignError(path, h.Log, r.logIDFrom, r.logID)
-	} else if r.logID.IsZero() {
-		r.logID, r.logIDFrom = h.Log, path
+		return err
 	}
 	// Only a segment with a successor is known to be sealed (see
 	// recoverLog); the last one is scanned to its end, and a footer frame

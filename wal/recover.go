@@ -65,8 +65,7 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 	// (a segment of another log is ErrForeign); a new log's is chosen when
 	// its first segment is created. A log whose segments predate log IDs
 	// keeps none, so that every file of it is judged alike.
-	headers := 0 // segments whose header was read
-	idFrom := "" // the segment w.id was read from
+	var ids logIDs
 	// Sealed segments: trust the footers, check the chain of sequence numbers.
 	next := uint64(1)
 	if len(segs) > 0 {
@@ -88,12 +87,9 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 			if err != nil {
 				return nil, rec, corrupt(s.name, err.offset, fmt.Errorf("sealed segment is not whole: %w", err.err))
 			}
-			if path := filepath.Join(dir, s.name); !id.Matches(w.id) {
-				return nil, rec, foreignError(path, id, idFrom, w.id)
-			} else if w.id.IsZero() {
-				w.id, idFrom = id, path
+			if err := ids.see(filepath.Join(dir, s.name), id); err != nil {
+				return nil, rec, err
 			}
-			headers++
 			next = info.FirstSeq + info.Count
 			if o.VerifyOnOpen {
 				rec.ScannedBytes += info.DataEnd - headerPage
@@ -103,11 +99,12 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 		// The tail segment is scanned even if it ends in a footer: a crash
 		// during its seal may have kept the footer but lost records before
 		// it (a power cut persists unsynced writes in any order).
-		if err := recoverTail(fsys, dir, s, o, w, &rec, idFrom); err != nil {
+		if err := recoverTail(fsys, dir, s, o, w, &rec, &ids); err != nil {
 			return nil, rec, err
 		}
 	}
-	if w.f == nil && headers == 0 && w.id.IsZero() {
+	w.id = ids.id
+	if w.f == nil && len(segs) <= 1 && w.id.IsZero() {
 		// No segment, or only one whose creation never finished (removed
 		// above): a new log.
 		if w.id, err = frame.NewLogID(); err != nil {
@@ -177,16 +174,18 @@ func checkSealed(fsys vfs.FS, dir string, s segInfo) (frame.Footer, frame.LogID,
 // segment, finish an interrupted seal, or cut a torn tail; and positions w
 // after the last good record.
 //
-// w.id is the log ID of the segments before it (read from idFrom); the
-// tail's header must match it, and gives it if it is zero.
-func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, rec *Recovery, idFrom string) error {
-	r := &Reader{fsys: fsys, dir: dir, segs: []segInfo{s}, from: math.MaxUint64, maxRec: o.MaxRecordSize, expect: s.firstSeq, footerAt: -1, logID: w.id, logIDFrom: idFrom}
+// ids holds the log ID of the segments before it; the tail's header must
+// match it, and gives it if it is zero. w.id is set from it before a new
+// segment is started here.
+func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, rec *Recovery, ids *logIDs) error {
+	r := &Reader{fsys: fsys, dir: dir, segs: []segInfo{s}, from: math.MaxUint64, maxRec: o.MaxRecordSize, expect: s.firstSeq, footerAt: -1, ids: *ids}
 	r.readThroughGaps()
 	r.Close()
 	if err := r.Err(); err != nil {
 		return err
 	}
-	w.id = r.logID
+	*ids = r.ids
+	w.id = ids.id
 	rec.Gaps = append(rec.Gaps, r.gaps...)
 	path := filepath.Join(dir, s.name)
 	if r.unfinished {

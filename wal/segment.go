@@ -261,8 +261,7 @@ func readHeader(f vfs.File) (frame.FileHeader, frame.Mark, error) {
 // is ErrForeign; headers that cannot be read are not this function's to
 // report (recovery and Repair judge them).
 func segmentsLogID(fsys vfs.FS, dir string, segs []segInfo) (frame.LogID, error) {
-	var id frame.LogID
-	var from string
+	var ids logIDs
 	for _, s := range segs {
 		path := filepath.Join(dir, s.name)
 		f, err := fsys.OpenRegular(path, os.O_RDONLY, 0)
@@ -274,14 +273,11 @@ func segmentsLogID(fsys vfs.FS, dir string, segs []segInfo) (frame.LogID, error)
 		if err != nil {
 			continue
 		}
-		if !h.Log.Matches(id) {
-			return id, foreignError(path, h.Log, from, id)
-		}
-		if id.IsZero() {
-			id, from = h.Log, path
+		if err := ids.see(path, h.Log); err != nil {
+			return ids.id, err
 		}
 	}
-	return id, nil
+	return ids.id, nil
 }
 
 // readFooter returns the footer of a sealed segment of the given size.

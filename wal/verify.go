@@ -56,7 +56,7 @@ func Verify(dir string, opts *Options) (*VerifyReport, error) {
 	rep.Segments = len(r.segs) // a missed segment may have been relisted
 	rep.Gaps = r.gaps
 	rep.Torn = r.Torn()
-	rep.LogID = r.logID
+	rep.LogID = r.ids.id
 	if rep.Torn != nil && rep.Torn.Bytes == 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: %v; Open removes it", rep.Torn.Segment, rep.Torn.Damage))
 		rep.Torn = nil
