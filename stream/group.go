@@ -513,9 +513,6 @@ func (s *Stream) placeCursor(l *wal.Log, c *wal.Cursor, exists bool, start uint6
 func (s *Stream) writeGroupFile(path string, f groupFile) error {
 	fsys := s.st.fsys
 	dir := filepath.Dir(path)
-	if _, err := fsys.Stat(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
 	if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
