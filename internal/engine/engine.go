@@ -98,8 +98,10 @@ const (
 	DefaultFlushInterval = 10 * time.Millisecond
 )
 
-// Sink receives the committed bytes in order. Its methods are called only by
-// the flusher goroutine, never concurrently. They must not call a method of
+// Sink receives the committed bytes in order. Its methods are never called
+// concurrently: by the flusher goroutine, or, for a sync that a lone waiter
+// asked for while the flusher was parked, by that waiter's goroutine (see
+// Engine.SyncInline), each holding the engine's sink lock. They must not call a method of
 // the Engine that waits on the flusher (Close, Flush, Sync, WaitSynced, the
 // Await calls, or a Claim on a full ring): the flusher would wait for itself.
 type Sink interface {
@@ -346,6 +348,16 @@ type Engine struct {
 	// arrivals counts waits begun (for group-commit gathering).
 	arrivals atomic.Uint64
 
+	// sinkMu makes the Sink's callers take turns. The flusher holds it
+	// except while it waits (park, awaitCommit); SyncInline holds it for
+	// its write and sync. Producers never take it. The flusher-only state
+	// that SyncInline touches (written, synced, released, releasedSeq,
+	// writeEst) is guarded by it.
+	sinkMu sync.Mutex
+	// syncBusy is set while a pipelined sync runs on the syncer: SyncInline
+	// then leaves the sync to it (the engine never has two in flight).
+	syncBusy atomic.Bool
+
 	kick chan struct{} // capacity 1: a pending wake-up is one token.
 	stop chan struct{}
 	done chan struct{}
@@ -363,6 +375,7 @@ type Engine struct {
 	stats struct {
 		flushes     atomic.Uint64
 		syncs       atomic.Uint64
+		inlineSyncs atomic.Uint64
 		blockedNS   atomic.Int64
 		blockedWait atomic.Uint64
 	}
@@ -767,12 +780,14 @@ func (e *Engine) closedErr() error {
 }
 
 // WaitSynced waits until the bytes below pos are durable. Only a Sink.Sync
-// that started after those bytes were written releases the wait.
+// that started after those bytes were written releases the wait. A lone
+// waiter may run that sync itself (SyncInline); ctx cannot abandon it once
+// begun.
 func (e *Engine) WaitSynced(ctx context.Context, pos uint64) error {
 	if ctx == nil {
 		return nilContext("WaitSynced")
 	}
-	if e.synced.Load() >= pos {
+	if e.synced.Load() >= pos || ctx.Err() == nil && e.SyncInline(pos) {
 		return nil
 	}
 	StoreMax(&e.syncReq, pos)
@@ -869,6 +884,74 @@ func (e *Engine) await(ctx context.Context, v *atomic.Uint64, want uint64, wake 
 	}
 }
 
+// SyncInline makes the bytes below pos durable on the caller's goroutine,
+// and reports whether it did. It does so only when nobody else waits on the
+// flusher and no sync is in flight: then it writes every committed byte, as
+// the flusher's pass would, and syncs. Otherwise, or when the bytes below
+// pos are not all committed yet, or the engine has failed or is closing, it
+// does nothing and the caller waits as usual.
+//
+// It is the leader-based commit of LevelDB and raft-wal for the one case
+// where it wins: a lone synced writer. Waking the flusher and then being
+// woken by it costs two hand-offs between goroutines per sync, each a
+// thread wake-up when the other CPU sleeps; done here, a sync costs none.
+// With other waiters present the flusher's group commit serves them all
+// with one sync, and SyncInline steps aside.
+//
+// A PipelinedSink's sync runs outside the sink lock, counted as the sync in
+// flight (syncBusy), so the flusher goes on writing while it runs, as it
+// does beside its syncer; a plain Sink's runs under the lock.
+func (e *Engine) SyncInline(pos uint64) bool {
+	if e.waiters.Load() != 0 || e.syncBusy.Load() || !e.sinkMu.TryLock() {
+		return false
+	}
+	if e.syncBusy.Load() || e.failed.Load() != nil || e.tail.Load()&closedBit != 0 {
+		e.sinkMu.Unlock()
+		return false
+	}
+	if e.synced.Load() >= pos {
+		e.sinkMu.Unlock()
+		return true
+	}
+	if e.written.Load() < pos {
+		// The flusher is parked: its due time (see Late) stays as it set
+		// it, not the one the writes below set for a flusher that runs.
+		due := e.due.Load()
+		e.writeCommitted()
+		e.due.Store(due)
+		if e.failed.Load() != nil || e.written.Load() < pos {
+			e.sinkMu.Unlock()
+			return false
+		}
+	}
+	w := e.written.Load()
+	var err error
+	if ps, ok := e.sink.(PipelinedSink); ok {
+		e.syncBusy.Store(true)
+		fn := ps.PrepareSync()
+		e.sinkMu.Unlock()
+		err = fn()
+	} else {
+		err = e.sink.Sync()
+		e.sinkMu.Unlock()
+	}
+	if err != nil {
+		e.fail(err)
+	} else {
+		e.stats.syncs.Add(1)
+		e.stats.inlineSyncs.Add(1)
+		StoreMax(&e.synced, w)
+	}
+	e.syncBusy.Store(false)
+	e.progress.Broadcast()
+	// The flusher skips a sync it wants while this one runs (see flush),
+	// and a closing flusher waits for it (finished): bring it round.
+	if err != nil || e.waiters.Load() != 0 || e.syncReq.Load() > w || e.tail.Load()&closedBit != 0 {
+		e.wake()
+	}
+	return err == nil
+}
+
 // StoreMax raises a to v unless it already holds v or more: a counter that
 // several goroutines push forward, none back.
 func StoreMax(a *atomic.Uint64, v uint64) {
@@ -937,8 +1020,11 @@ func (e *Engine) fail(err error) {
 type Stats struct {
 	Claimed, Written, Synced uint64 // log positions
 	Flushes, Syncs           uint64
-	BlockedWaits             uint64        // claims that had to wait for space, however the wait ended
-	Blocked                  time.Duration // total time claims waited for space
+	// InlineSyncs counts the Syncs that a lone waiter ran on its own
+	// goroutine (SyncInline).
+	InlineSyncs  uint64
+	BlockedWaits uint64        // claims that had to wait for space, however the wait ended
+	Blocked      time.Duration // total time claims waited for space
 }
 
 // Stats returns a snapshot of the engine's counters. It is cheap and safe at
@@ -955,6 +1041,7 @@ func (e *Engine) Stats() Stats {
 		Synced:       synced,
 		Flushes:      e.stats.flushes.Load(),
 		Syncs:        e.stats.syncs.Load(),
+		InlineSyncs:  e.stats.inlineSyncs.Load(),
 		BlockedWaits: e.stats.blockedWait.Load(),
 		Blocked:      time.Duration(e.stats.blockedNS.Load()),
 	}

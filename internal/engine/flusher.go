@@ -76,6 +76,9 @@ func (f *flusher) run() {
 	e := f.e
 	defer close(e.done)
 	defer e.progress.Broadcast()
+	// The flusher holds sinkMu except while it waits (park, awaitCommit).
+	e.sinkMu.Lock()
+	defer e.sinkMu.Unlock()
 	if f.syncer != nil {
 		defer f.syncer.stop() // a sync in flight finishes before the sink is closed
 	}
@@ -119,7 +122,7 @@ func (f *flusher) run() {
 				return
 			}
 			if !progressed && !f.syncing() {
-				f.awaitCommit()
+				f.awaitCommit() // or an inline sync's end
 			}
 			continue
 		}
@@ -136,7 +139,9 @@ func (f *flusher) park() (fired bool) {
 	gotResult := false
 	switch {
 	case f.stopping && f.syncing():
+		e.sinkMu.Unlock()
 		res, gotResult = <-f.syncer.results, true
+		e.sinkMu.Lock()
 	case !f.stopping:
 		// Parked: due when the timer fires (or never, until a kick).
 		if f.timerAt.IsZero() {
@@ -151,6 +156,7 @@ func (f *flusher) park() (fired bool) {
 		if f.cfg.onPark != nil {
 			f.cfg.onPark(true)
 		}
+		e.sinkMu.Unlock()
 		select {
 		case <-e.kick:
 		case <-f.timer.C():
@@ -161,6 +167,7 @@ func (f *flusher) park() (fired bool) {
 		case <-e.stop:
 			f.stopping = true
 		}
+		e.sinkMu.Lock()
 		if f.cfg.onPark != nil {
 			f.cfg.onPark(false)
 		}
@@ -177,6 +184,7 @@ func (f *flusher) park() (fired bool) {
 			e.progress.Broadcast()
 		}
 		f.syncer.target = 0
+		e.syncBusy.Store(false)
 	}
 	return fired
 }
@@ -198,6 +206,9 @@ func (f *flusher) decide(fired bool) plan {
 	pos, _ := e.Tail()
 	w, s := e.written.Load(), e.synced.Load()
 	p := plan{now: e.now()}
+	if pos == w && w == s {
+		f.dataSince = time.Time{} // SyncInline synced it all
+	}
 	if (pos > w || w > s) && f.dataSince.IsZero() {
 		f.dataSince = p.now
 	}
@@ -215,7 +226,7 @@ func (f *flusher) decide(fired bool) plan {
 func (f *flusher) flush(p plan) (progressed bool) {
 	e := f.e
 	s := e.synced.Load()
-	if !f.stopping && !f.syncing() && e.syncReq.Load() > s {
+	if !f.stopping && !f.syncing() && !e.syncBusy.Load() && e.syncReq.Load() > s {
 		f.gather.wait(e) // not while a sync is in flight: the group waits for it
 	}
 	arrived := e.arrivals.Load() // before the frontier is read: their records are written below
@@ -228,8 +239,9 @@ func (f *flusher) flush(p plan) (progressed bool) {
 		return progressed
 	}
 	switch {
-	case f.syncing():
-		// Its completion brings the loop round.
+	case f.syncing(), e.syncBusy.Load():
+		// Its completion brings the loop round (an inline sync's: see
+		// SyncInline).
 	case f.syncer != nil:
 		f.gather.begin(arrived)
 		f.syncer.start(w, e.now())
@@ -267,7 +279,7 @@ func (f *flusher) syncDone(target uint64, started time.Time) {
 	e := f.e
 	f.gather.end(e)
 	e.stats.syncs.Add(1)
-	e.synced.Store(target)
+	StoreMax(&e.synced, target)
 	f.lastSync = e.now()
 	f.dataSince = time.Time{}
 	if e.written.Load() > target {
@@ -282,7 +294,7 @@ func (f *flusher) syncing() bool { return f.syncer != nil && f.syncer.target != 
 // and synced and no sync is in flight.
 func (f *flusher) finished() bool {
 	pos, _ := f.e.Tail()
-	return f.e.written.Load() >= pos && f.e.synced.Load() >= pos && !f.syncing()
+	return f.e.written.Load() >= pos && f.e.synced.Load() >= pos && !f.syncing() && !f.e.syncBusy.Load()
 }
 
 // awaitCommit waits, once stopping, for a producer's commit: Close keeps
@@ -291,7 +303,9 @@ func (f *flusher) awaitCommit() {
 	if f.e.onCommitWait != nil {
 		f.e.onCommitWait()
 	}
+	f.e.sinkMu.Unlock()
 	<-f.e.kick
+	f.e.sinkMu.Lock()
 }
 
 // sleep chooses how the flusher waits for its next pass: another pass at
@@ -445,6 +459,7 @@ func (s *syncer) run() {
 // the flusher. REQUIRES: no sync in flight; called by the flusher.
 func (s *syncer) start(w uint64, now time.Time) {
 	s.target, s.started = w, now
+	s.e.syncBusy.Store(true)
 	s.jobs <- s.sink.PrepareSync()
 }
 

@@ -1,0 +1,273 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// checkSink is a PipelinedSink (or, with plain, a Sink) that fails the test
+// when the engine breaks a promise SyncInline must keep too: no two calls
+// at once, no two syncs in flight, no call after Close returned. A sync may
+// be held (hold) until the test releases it.
+type checkSink struct {
+	memSink
+	busy     atomic.Bool  // a Write, Sync or PrepareSync is under way
+	inflight atomic.Int32 // pipelined syncs under way
+	overlap  atomic.Int32 // writes while a sync was under way
+	closed   atomic.Bool  // Close returned
+	hold     chan chan struct{}
+}
+
+func (s *checkSink) enter(call string) func() {
+	if s.closed.Load() {
+		s.t.Errorf("sink: %s after Close returned", call)
+	}
+	if !s.busy.CompareAndSwap(false, true) {
+		s.t.Errorf("sink: %s while another call was under way", call)
+		return func() {}
+	}
+	return func() { s.busy.Store(false) }
+}
+
+func (s *checkSink) Write(pos uint64, a, b []byte) error {
+	defer s.enter("Write")()
+	if s.inflight.Load() != 0 {
+		s.overlap.Add(1)
+	}
+	return s.memSink.Write(pos, a, b)
+}
+
+func (s *checkSink) Sync() error {
+	defer s.enter("Sync")()
+	return s.memSink.Sync()
+}
+
+// PrepareSync is only reached through pipeCheck.
+func (s *checkSink) PrepareSync() func() error {
+	defer s.enter("PrepareSync")()
+	s.mu.Lock()
+	n := uint64(len(s.data))
+	s.mu.Unlock()
+	return func() error {
+		if s.inflight.Add(1) != 1 {
+			s.t.Error("sink: two syncs in flight")
+		}
+		defer s.inflight.Add(-1)
+		if s.hold != nil {
+			select {
+			case release := <-s.hold:
+				<-release
+			default:
+			}
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.syncs++
+		if s.syncErr != nil {
+			return s.syncErr
+		}
+		s.syncedAt = append(s.syncedAt, n)
+		return nil
+	}
+}
+
+// pipeCheck is a checkSink that is a PipelinedSink.
+type pipeCheck struct{ *checkSink }
+
+func (s pipeCheck) PrepareSync() func() error { return s.checkSink.PrepareSync() }
+
+func (s *checkSink) syncedEnd() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.syncedAt) == 0 {
+		return 0
+	}
+	return s.syncedAt[len(s.syncedAt)-1]
+}
+
+func newCheck(t *testing.T, pipelined bool, cfg Config) (*Engine, *checkSink) {
+	t.Helper()
+	s := &checkSink{memSink: memSink{t: t}}
+	var sink Sink = s
+	if pipelined {
+		sink = pipeCheck{s}
+	}
+	e, err := New(cfg, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, s
+}
+
+// TestSyncInlineLoneWaiter: one goroutine appending and waiting for each
+// record to be synced runs the syncs itself (Stats.InlineSyncs), one per
+// wait, each covering its record.
+func TestSyncInlineLoneWaiter(t *testing.T) {
+	for _, pipelined := range []bool{false, true} {
+		e, s := newCheck(t, pipelined, Config{Size: MinSize, Sync: SyncNever})
+		const n = 200
+		for range n {
+			c := commitN(t, e, 100)
+			if err := e.WaitSynced(context.Background(), c.Pos+100); err != nil {
+				t.Fatal(err)
+			}
+			if got := s.syncedEnd(); got < c.Pos+100 {
+				t.Fatalf("pipelined=%v: WaitSynced(%d) returned after a sync covering %d", pipelined, c.Pos+100, got)
+			}
+		}
+		st := e.Stats()
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s.closed.Store(true)
+		// A wait the flusher served instead (it held the sink lock for a
+		// moment, woken by the commit) is still one sync; SyncNever
+		// starts none of its own.
+		if st.Syncs != n {
+			t.Errorf("pipelined=%v: %d syncs for %d lone waits, want one each", pipelined, st.Syncs, n)
+		}
+		if st.InlineSyncs < n/2 {
+			t.Errorf("pipelined=%v: %d of %d syncs ran on the waiter's goroutine", pipelined, st.InlineSyncs, n)
+		}
+	}
+}
+
+// TestSyncInlineFailureIsSticky: a sync that fails on the waiter's goroutine
+// fails the engine as one on the flusher does: the waiter gets the error,
+// the sync is never retried, and every later call returns it.
+func TestSyncInlineFailureIsSticky(t *testing.T) {
+	for _, pipelined := range []bool{false, true} {
+		e, s := newCheck(t, pipelined, Config{Size: MinSize, Sync: SyncNever})
+		c := commitN(t, e, 10)
+		if err := e.WaitSynced(context.Background(), c.Pos+10); err != nil {
+			t.Fatal(err)
+		}
+		eio := errors.New("EIO")
+		s.mu.Lock()
+		s.syncErr = eio
+		s.mu.Unlock()
+		c = commitN(t, e, 10)
+		if err := e.WaitSynced(context.Background(), c.Pos+10); !errors.Is(err, eio) {
+			t.Fatalf("pipelined=%v: WaitSynced after a failed sync: %v, want EIO", pipelined, err)
+		}
+		if st := e.Stats(); st.InlineSyncs != 1 {
+			t.Errorf("pipelined=%v: %d inline syncs counted, want the first only", pipelined, st.InlineSyncs)
+		}
+		if err := e.Sync(context.Background()); !errors.Is(err, eio) {
+			t.Fatalf("pipelined=%v: Sync after the failure: %v", pipelined, err)
+		}
+		if _, err := e.Claim(10, 1); !errors.Is(err, eio) {
+			t.Fatalf("pipelined=%v: Claim after the failure: %v", pipelined, err)
+		}
+		if err := e.Close(); !errors.Is(err, eio) {
+			t.Fatalf("pipelined=%v: Close hid the failure: %v", pipelined, err)
+		}
+		s.closed.Store(true)
+		s.mu.Lock()
+		if s.syncs != 2 {
+			t.Errorf("pipelined=%v: %d sync calls, want 2 (the failed one never retried)", pipelined, s.syncs)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// TestSyncInlineStepsAside: while a lone waiter's sync runs on its own
+// goroutine, the flusher goes on writing (the sync is pipelined), a second
+// waiter is not served inline (one sync in flight at a time) but by the
+// flusher's sync right after, which the first sync's end brings round.
+func TestSyncInlineStepsAside(t *testing.T) {
+	e, s := newCheck(t, true, Config{Size: MinSize, Sync: SyncNever})
+	s.hold = make(chan chan struct{}, 1)
+	release := make(chan struct{})
+	s.hold <- release
+
+	c1 := commitN(t, e, 100)
+	first := make(chan error, 1)
+	go func() { first <- e.WaitSynced(context.Background(), c1.Pos+100) }()
+	waitUntil(t, e, "the first sync to be under way", func() bool { return s.inflight.Load() == 1 })
+
+	c2 := commitN(t, e, 100)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.Flush(ctx); err != nil {
+		t.Fatalf("Flush while an inline sync is held: %v (the flusher waited for it)", err)
+	}
+	if s.overlap.Load() == 0 {
+		t.Fatal("no write while the inline sync was held")
+	}
+	second := make(chan error, 1)
+	go func() { second <- e.WaitSynced(context.Background(), c2.Pos+100) }()
+	select {
+	case err := <-second:
+		t.Fatalf("the second wait returned (%v) while the only sync covering its record was not started", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	for _, ch := range []chan error{first, second} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.syncedEnd(); got < c2.Pos+100 {
+		t.Fatalf("the second wait returned after a sync covering %d of %d", got, c2.Pos+100)
+	}
+	st := e.Stats()
+	if st.InlineSyncs != 1 || st.Syncs != 2 {
+		t.Fatalf("%d syncs, %d inline; want 2 and 1", st.Syncs, st.InlineSyncs)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s.closed.Store(true)
+}
+
+// TestSyncInlineRacingClose: goroutines that append and wait for syncs,
+// some alone and some not, while Close runs: every wait that returned nil
+// was covered by a sync, Close leaves everything written and synced, and
+// the sink gets no call after Close returns and never two at once.
+func TestSyncInlineRacingClose(t *testing.T) {
+	for _, pipelined := range []bool{false, true} {
+		for _, g := range []int{1, 4} {
+			e, s := newCheck(t, pipelined, Config{Size: MinSize, Sync: SyncNever})
+			var wg sync.WaitGroup
+			for id := range g {
+				wg.Go(func() {
+					buf := make([]byte, 64)
+					for i := uint32(0); ; i++ {
+						c, err := putRecord(e, id, len(buf), i, buf)
+						if err != nil {
+							return // closed
+						}
+						if err := e.WaitSynced(context.Background(), c.Pos+64); err != nil {
+							if !errors.Is(err, ErrClosed) {
+								t.Error(err)
+							}
+							return
+						}
+						if got := s.syncedEnd(); got < c.Pos+64 {
+							t.Errorf("WaitSynced(%d) returned after a sync covering %d", c.Pos+64, got)
+							return
+						}
+					}
+				})
+			}
+			time.Sleep(20 * time.Millisecond)
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s.closed.Store(true)
+			wg.Wait()
+			data := s.bytes()
+			if got := s.syncedEnd(); got != uint64(len(data)) {
+				t.Fatalf("pipelined=%v g=%d: Close left %d of %d bytes unsynced", pipelined, g, uint64(len(data))-got, len(data))
+			}
+			if st := e.Stats(); g == 1 && st.InlineSyncs == 0 {
+				t.Errorf("pipelined=%v g=%d: no sync ran inline in %d", pipelined, g, st.Syncs)
+			}
+		}
+	}
+}
