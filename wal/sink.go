@@ -22,6 +22,10 @@ import (
 // cut at arbitrary points) so that it knows where each record ends: segments
 // are sealed only at a record boundary, the durable mark names the end of
 // the last whole record, and durable sequence numbers are exact.
+//
+// "Flusher only" below means under the engine's sink lock: on the flusher,
+// or on a lone waiter's goroutine in engine.SyncInline, which also runs the
+// prepared sync there instead of on the syncer.
 type segWriter struct {
 	fsys    vfs.FS
 	dir     string

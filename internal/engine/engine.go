@@ -303,9 +303,9 @@ type Engine struct {
 	tail atomic.Uint64
 	_    [56]byte
 	// released is the position below which the ring may be overwritten.
-	// Written only by the flusher, after resetting the counters of the
-	// blocks it releases; a multiple of BlockSize, except for StartPos
-	// rounded down before the first release.
+	// Written only under the sink lock (see sinkMu), after resetting the
+	// counters of the blocks it releases; a multiple of BlockSize, except
+	// for StartPos rounded down before the first release.
 	released atomic.Uint64
 	// releasedSeq counts the records of the claims whose first block lies
 	// below released, so it never exceeds the sequence number of a claim
@@ -339,8 +339,8 @@ type Engine struct {
 	// directly.
 	clk clock.Clock
 
-	written atomic.Uint64 // bytes handed to the sink. Written only by the flusher.
-	synced  atomic.Uint64 // bytes covered by a completed Sink.Sync. Written only by the flusher.
+	written atomic.Uint64 // bytes handed to the sink. Written only under the sink lock.
+	synced  atomic.Uint64 // bytes covered by a completed Sink.Sync. Raised with StoreMax.
 
 	// Requests from waiters, raised with StoreMax.
 	flushReq atomic.Uint64

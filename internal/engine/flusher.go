@@ -9,8 +9,9 @@ import (
 )
 
 // flusher is the state of the flusher goroutine, which owns written,
-// synced, released and releasedSeq and is the only caller of the Sink.
-// Every field is owned by that goroutine.
+// synced, released and releasedSeq and calls the Sink, holding the sink
+// lock (Engine.sinkMu) except while it parks; SyncInline, holding it, may
+// do the same for a lone waiter. Every field is owned by that goroutine.
 //
 // Each pass of its loop (run) takes four steps:
 //
@@ -717,7 +718,7 @@ func (e *Engine) slices(from, to uint64) (a, b []byte) {
 }
 
 // release frees the blocks below written (rounded down to a block) and
-// reports whether it freed any. REQUIRES: called by the flusher.
+// reports whether it freed any. REQUIRES: the sink lock held.
 func (e *Engine) release(written uint64) bool {
 	bs := uint64(e.cfg.BlockSize)
 	r := e.released.Load()
