@@ -31,8 +31,12 @@
 // SyncMode decides what happens between those calls: SyncBatch (default)
 // syncs a batch once it reaches Options.BatchBytes or Options.BatchAge, or
 // at once when someone waits; SyncInterval syncs every Options.SyncEvery;
-// SyncNever leaves it to the OS. The goroutine that waits for an fdatasync
-// is blocked in the system call, holding its P, unless Options.ParkedSync
+// SyncNever leaves it to the OS. A WaitDurable or Sync with nobody else
+// waiting, on a log with no sync in flight, writes and syncs on its
+// caller's goroutine (as raft-wal does) instead of handing the work to the
+// flusher and waiting to be woken; with several waiters, the flusher's
+// group commit serves them all. The goroutine that runs an fdatasync is
+// blocked in the system call, holding its P, unless Options.ParkedSync
 // parks it (for processes where several logs sync at once).
 //
 // An I/O error on the write path, fdatasync errors included, is sticky: the
