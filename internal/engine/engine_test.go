@@ -778,15 +778,22 @@ func (s *pipeSink) Write(pos uint64, a, b []byte) error {
 }
 
 func (s *pipeSink) PrepareSync() func() error {
+	return s.pipelinedSync(&s.inflight, func() { time.Sleep(500 * time.Microsecond) })
+}
+
+// pipelinedSync returns a PipelinedSink's sync of the bytes written so far:
+// it fails the test if another one is under way (counted in inflight),
+// calls wait, then records the sync, or fails with syncErr.
+func (s *memSink) pipelinedSync(inflight *atomic.Int32, wait func()) func() error {
 	s.mu.Lock()
 	n := uint64(len(s.data))
 	s.mu.Unlock()
 	return func() error {
-		if s.inflight.Add(1) != 1 {
-			s.t.Error("two syncs in flight")
+		if inflight.Add(1) != 1 {
+			s.t.Error("sink: two syncs in flight")
 		}
-		defer s.inflight.Add(-1)
-		time.Sleep(500 * time.Microsecond)
+		defer inflight.Add(-1)
+		wait()
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.syncs++

@@ -49,14 +49,7 @@ func (s *checkSink) Sync() error {
 // PrepareSync is only reached through pipeCheck.
 func (s *checkSink) PrepareSync() func() error {
 	defer s.enter("PrepareSync")()
-	s.mu.Lock()
-	n := uint64(len(s.data))
-	s.mu.Unlock()
-	return func() error {
-		if s.inflight.Add(1) != 1 {
-			s.t.Error("sink: two syncs in flight")
-		}
-		defer s.inflight.Add(-1)
+	return s.pipelinedSync(&s.inflight, func() {
 		if s.hold != nil {
 			select {
 			case release := <-s.hold:
@@ -64,15 +57,7 @@ func (s *checkSink) PrepareSync() func() error {
 			default:
 			}
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.syncs++
-		if s.syncErr != nil {
-			return s.syncErr
-		}
-		s.syncedAt = append(s.syncedAt, n)
-		return nil
-	}
+	})
 }
 
 // pipeCheck is a checkSink that is a PipelinedSink.
