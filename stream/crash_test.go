@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,28 +19,35 @@ import (
 // k-th operation after arm: the MemFS is crashed (that operation and every
 // later one fail) and what a power cut leaves of it is kept to reopen.
 type powerCut struct {
-	mem   *vfs.MemFS
-	fsys  vfs.FS
-	k     int64
-	seed  uint64
-	armed atomic.Bool
-	ops   atomic.Int64
+	mem  *vfs.MemFS
+	fsys vfs.FS
+	k    int64
+	seed uint64
 
+	// mu makes counting an operation and disarming one step: a
+	// background operation (the flusher's, the sealer's) that raced the
+	// end of op would otherwise cut the power after run had reported
+	// that op finished first.
 	mu    sync.Mutex
-	after *vfs.MemFS // Protected by mu; nil until the cut.
+	armed bool
+	ops   int64
+	after *vfs.MemFS // nil until the cut
 }
 
 func newPowerCut(k int64, seed uint64) *powerCut {
 	p := &powerCut{mem: vfs.NewMem(), k: k, seed: seed}
 	p.fsys = vfs.WithFaults(p.mem, func(op vfs.Op, name string, off int64, n int) (int, error) {
-		if p.armed.Load() && p.ops.Add(1) == p.k {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if !p.armed {
+			return n, nil
+		}
+		if p.ops++; p.ops == p.k {
 			var rng *rand.Rand
 			if p.seed != 0 { // unsynced writes may survive, or be torn
 				rng = rand.New(rand.NewPCG(p.seed, uint64(p.k)))
 			}
-			p.mu.Lock()
 			p.after = p.mem.Crash(rng)
-			p.mu.Unlock()
 		}
 		return n, nil
 	})
@@ -51,11 +57,13 @@ func newPowerCut(k int64, seed uint64) *powerCut {
 // run arms the cut, runs op and disarms it. It returns the file system
 // the power cut left, or nil if op finished before the k-th operation.
 func (p *powerCut) run(op func()) *vfs.MemFS {
-	p.armed.Store(true)
+	p.mu.Lock()
+	p.armed = true
+	p.mu.Unlock()
 	op()
-	p.armed.Store(false)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.armed = false
 	return p.after
 }
 
