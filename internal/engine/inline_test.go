@@ -256,3 +256,23 @@ func TestSyncInlineRacingClose(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncInlineCancelledContext: a wait whose context is already done
+// returns its error and runs no sync on its goroutine (the flusher may
+// still serve the request it left).
+func TestSyncInlineCancelledContext(t *testing.T) {
+	e, s := newCheck(t, true, Config{Size: MinSize, Sync: SyncNever})
+	c := commitN(t, e, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.WaitSynced(ctx, c.Pos+100); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitSynced with a cancelled context: %v", err)
+	}
+	if st := e.Stats(); st.InlineSyncs != 0 {
+		t.Fatalf("a cancelled wait ran %d syncs on its goroutine", st.InlineSyncs)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s.closed.Store(true)
+}
