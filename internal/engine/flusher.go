@@ -96,6 +96,7 @@ func (f *flusher) run() {
 		fired := f.park()
 		if e.failed.Load() != nil {
 			if f.stopping {
+				f.awaitInlineSync()
 				return
 			}
 			e.progress.Broadcast() // nothing more is written; keep waiters informed until Close
@@ -296,6 +297,17 @@ func (f *flusher) syncing() bool { return f.syncer != nil && f.syncer.target != 
 func (f *flusher) finished() bool {
 	pos, _ := f.e.Tail()
 	return f.e.written.Load() >= pos && f.e.synced.Load() >= pos && !f.syncing() && !f.e.syncBusy.Load()
+}
+
+// awaitInlineSync waits, once stopping after a failure, for a sync that
+// SyncInline runs outside the sink lock: the Sink's owner closes its files
+// once the flusher has exited. Its end kicks the flusher (see SyncInline).
+func (f *flusher) awaitInlineSync() {
+	for f.e.syncBusy.Load() {
+		f.e.sinkMu.Unlock()
+		<-f.e.kick
+		f.e.sinkMu.Lock()
+	}
 }
 
 // awaitCommit waits, once stopping, for a producer's commit: Close keeps

@@ -164,25 +164,52 @@ func TestSyncInlineFailureIsSticky(t *testing.T) {
 // goroutine, the flusher goes on writing (the sync is pipelined), a second
 // waiter is not served inline (one sync in flight at a time) but by the
 // flusher's sync right after, which the first sync's end brings round.
+// The first wait finds the flusher parked nearly always; when the flusher
+// held the sink lock at that moment and ran the first sync itself, the
+// round is run again.
 func TestSyncInlineStepsAside(t *testing.T) {
+	for range 20 {
+		if stepsAside(t) {
+			return
+		}
+	}
+	t.Fatal("in 20 rounds the first wait never ran its sync itself")
+}
+
+// stepsAside runs one round of TestSyncInlineStepsAside and reports
+// whether the first sync ran on the waiter's goroutine.
+func stepsAside(t *testing.T) (inline bool) {
 	e, s := newCheck(t, true, Config{Size: MinSize, Sync: SyncNever})
 	s.hold = make(chan chan struct{}, 1)
 	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
 	s.hold <- release
+	defer func() {
+		free() // a failed round must not leave Close waiting for the sync
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s.closed.Store(true)
+	}()
 
 	c1 := commitN(t, e, 100)
 	first := make(chan error, 1)
 	go func() { first <- e.WaitSynced(context.Background(), c1.Pos+100) }()
-	waitUntil(t, e, "the first sync to be under way", func() bool { return s.inflight.Load() == 1 })
+	for deadline := time.Now().Add(_guard); s.inflight.Load() != 1; time.Sleep(20 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not after %v: the first sync under way", _guard)
+		}
+	}
 
 	c2 := commitN(t, e, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := e.Flush(ctx); err != nil {
-		t.Fatalf("Flush while an inline sync is held: %v (the flusher waited for it)", err)
+		t.Fatalf("Flush while a sync is held: %v (the flusher waited for it)", err)
 	}
 	if s.overlap.Load() == 0 {
-		t.Fatal("no write while the inline sync was held")
+		t.Fatal("no write while the sync was held")
 	}
 	second := make(chan error, 1)
 	go func() { second <- e.WaitSynced(context.Background(), c2.Pos+100) }()
@@ -191,7 +218,7 @@ func TestSyncInlineStepsAside(t *testing.T) {
 		t.Fatalf("the second wait returned (%v) while the only sync covering its record was not started", err)
 	case <-time.After(20 * time.Millisecond):
 	}
-	close(release)
+	free()
 	for _, ch := range []chan error{first, second} {
 		if err := <-ch; err != nil {
 			t.Fatal(err)
@@ -201,13 +228,10 @@ func TestSyncInlineStepsAside(t *testing.T) {
 		t.Fatalf("the second wait returned after a sync covering %d of %d", got, c2.Pos+100)
 	}
 	st := e.Stats()
-	if st.InlineSyncs != 1 || st.Syncs != 2 {
-		t.Fatalf("%d syncs, %d inline; want 2 and 1", st.Syncs, st.InlineSyncs)
+	if st.Syncs != 2 || st.InlineSyncs > 1 {
+		t.Fatalf("%d syncs, %d inline; want 2, at most the first inline", st.Syncs, st.InlineSyncs)
 	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s.closed.Store(true)
+	return st.InlineSyncs == 1
 }
 
 // TestSyncInlineRacingClose: goroutines that append and wait for syncs,
