@@ -302,8 +302,10 @@ func (f *flusher) finished() bool {
 // awaitInlineSync waits, once stopping after a failure, for a sync that
 // SyncInline runs outside the sink lock: the Sink's owner closes its files
 // once the flusher has exited. Its end kicks the flusher (see SyncInline).
+// syncBusy also stands for the syncer's sync, which the deferred
+// syncer.stop waits for, and whose result only park receives.
 func (f *flusher) awaitInlineSync() {
-	for f.e.syncBusy.Load() {
+	for f.e.syncBusy.Load() && !f.syncing() {
 		f.e.sinkMu.Unlock()
 		<-f.e.kick
 		f.e.sinkMu.Lock()
