@@ -162,6 +162,7 @@ type engModel struct {
 	trace []string
 	cfg   Config
 	clk   *clock.Fake // nil: the system clock
+	pw    parkWatch   // whether the flusher sits in park's select (Config.onPark)
 	e     *Engine
 	sink  *modelSink
 	timed bool // the sink is a TimedSink
@@ -220,6 +221,7 @@ func runEngineModel(t *testing.T, in []byte) {
 	m.in = in
 	ring := _modelRings[cfgByte&3]
 	m.cfg = Config{Size: ring.size, BlockSize: ring.block, MaxWrite: ring.maxWrite, FlushBytes: ring.flushBytes}
+	m.cfg.onPark = m.pw.hook
 	sysClock := cfgByte&0x40 != 0
 	unit := time.Millisecond // fake durations; the system clock's are shorter
 	if sysClock {
@@ -1076,10 +1078,15 @@ func (m *engModel) clockStep(steps int, at, limit time.Time) time.Duration {
 }
 
 // awaitParked waits, as best it can, until the flusher sleeps with
-// nothing that would wake it before its timer: no kick pending, no
-// pipelined sync in flight, and its due time (see Late) that of its timer
-// or never, not that of a pass under way. Moving the clock.Fake before it
-// parks would skip past the timer it is about to arm.
+// nothing that would wake it before its timer: in park's select (onPark),
+// no kick pending, no pipelined sync in flight, and its due time (see
+// Late) that of its timer or never, not that of a pass under way. Moving
+// the clock.Fake before it parks would skip past the timer it is about to
+// arm. (Judged by the due time alone, a flusher just woken but not yet
+// running its pass looked parked: the clock moved under the pass, whose
+// timer then fired late or never, and each later step waited out the
+// one-second bound below, until the fuzzing worker's 10 s limit on an input
+// killed it.)
 func (m *engModel) awaitParked() {
 	m.t.Helper()
 	parked := func() bool {
@@ -1088,7 +1095,7 @@ func (m *engModel) awaitParked() {
 			return true // the flusher has exited
 		default:
 		}
-		if len(m.e.kick) != 0 {
+		if !m.pw.parked.Load() || len(m.e.kick) != 0 {
 			return false
 		}
 		m.mu.Lock()
@@ -1408,9 +1415,13 @@ type modelSink struct {
 	due        time.Time // when TimedTick is wanted; zero for never
 	dueSeen    bool      // TickIn reported due
 	lastTickIn time.Duration
-	ticks      int
-	failTick   bool
-	tickErr    error
+	// tickDue is the due time TickIn last found passed (reported 0):
+	// the one a TimedTick that follows serves, even if the model set a
+	// new due time (eopTick) between the two calls of the flusher's pass.
+	tickDue  time.Time
+	ticks    int
+	failTick bool
+	tickErr  error
 }
 
 // modelPipeSink, modelTimedSink and modelPipeTimedSink add the optional
@@ -1591,6 +1602,9 @@ func (s *modelSink) tickIn(now time.Time) time.Duration {
 	}
 	s.dueSeen = true
 	s.lastTickIn = max(s.due.Sub(now), 0)
+	if s.lastTickIn == 0 {
+		s.tickDue = s.due
+	}
 	return s.lastTickIn
 }
 
@@ -1605,8 +1619,8 @@ func (s *modelSink) timedTick() error {
 	if s.due.IsZero() || s.lastTickIn != 0 {
 		s.violate("TimedTick with TickIn at %v", s.lastTickIn)
 	}
-	if m.clk != nil && m.clk.Now().Before(s.due) {
-		s.violate("TimedTick at %v, due at %v", m.clk.Now(), s.due)
+	if m.clk != nil && m.clk.Now().Before(s.tickDue) {
+		s.violate("TimedTick at %v, due at %v", m.clk.Now(), s.tickDue)
 	}
 	s.ticks++
 	s.due, s.dueSeen, s.lastTickIn = time.Time{}, false, -1
