@@ -99,11 +99,12 @@ const (
 )
 
 // Sink receives the committed bytes in order. Its methods are never called
-// concurrently: by the flusher goroutine, or, for a sync that a lone waiter
-// asked for while the flusher was parked, by that waiter's goroutine (see
-// Engine.SyncInline), each holding the engine's sink lock. They must not call a method of
-// the Engine that waits on the flusher (Close, Flush, Sync, WaitSynced, the
-// Await calls, or a Claim on a full ring): the flusher would wait for itself.
+// concurrently: they are called by the flusher goroutine or, for a sync
+// that a lone waiter asked for while the flusher was parked, by that
+// waiter's goroutine (see Engine.SyncInline), each holding the engine's
+// sink lock. They must not call a method of the Engine that waits on the
+// flusher (Close, Flush, Sync, WaitSynced, the Await calls, or a Claim on
+// a full ring): the flusher would wait for itself.
 type Sink interface {
 	// Write writes the bytes at log positions [pos, pos+len(a)+len(b)).
 	// b continues a when the range wraps around the end of the ring; it is
@@ -354,8 +355,9 @@ type Engine struct {
 	// that SyncInline touches (written, synced, released, releasedSeq,
 	// writeEst) is guarded by it.
 	sinkMu sync.Mutex
-	// syncBusy is set while a pipelined sync runs on the syncer: SyncInline
-	// then leaves the sync to it (the engine never has two in flight).
+	// syncBusy is set while a pipelined sync runs, on the syncer or, outside
+	// the sink lock, in SyncInline: no other sync starts until it ends (the
+	// engine never has two in flight).
 	syncBusy atomic.Bool
 
 	kick chan struct{} // capacity 1: a pending wake-up is one token.
@@ -892,9 +894,10 @@ func (e *Engine) await(ctx context.Context, v *atomic.Uint64, want uint64, wake 
 // does nothing and the caller waits as usual.
 //
 // It is the leader-based commit of LevelDB and raft-wal for the one case
-// where it wins: a lone synced writer. Waking the flusher and then being
-// woken by it costs two hand-offs between goroutines per sync, each a
-// thread wake-up when the other CPU sleeps; done here, a sync costs none.
+// where it wins: a lone synced writer. A sync the flusher runs costs
+// hand-offs between goroutines (to the flusher, to its syncer and back,
+// and to the waiter), each a thread wake-up when the other CPU sleeps;
+// done here, a sync costs none.
 // With other waiters present the flusher's group commit serves them all
 // with one sync, and SyncInline steps aside.
 //
