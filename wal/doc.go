@@ -32,10 +32,12 @@
 // syncs a batch once it reaches Options.BatchBytes or Options.BatchAge, or
 // at once when someone waits; SyncInterval syncs every Options.SyncEvery;
 // SyncNever leaves it to the OS. A WaitDurable or Sync with nobody else
-// waiting, on a log with no sync in flight, writes and syncs on its
-// caller's goroutine (as raft-wal does) instead of handing the work to the
-// flusher and waiting to be woken; with several waiters, the flusher's
-// group commit serves them all. The goroutine that runs an fdatasync is
+// waiting, on a log with no sync in flight, and a context that can never be
+// cancelled (context.Background), writes and syncs on its caller's
+// goroutine (as raft-wal does) instead of handing the work to the flusher
+// and waiting to be woken; with several waiters, the flusher's group
+// commit serves them all, and a cancellable wait always leaves the I/O to
+// the flusher, so that cancelling it returns even while the disk hangs. The goroutine that runs an fdatasync is
 // blocked in the system call, holding its P, unless Options.ParkedSync
 // parks it (for processes where several logs sync at once).
 //

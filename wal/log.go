@@ -275,10 +275,11 @@ func (l *Log) Sync(ctx context.Context) error {
 
 // WaitDurable returns once record seq is durable. Waiters from many
 // goroutines share one fdatasync (group commit); only a sync that covered
-// the record releases its waiter. A lone waiter, with the log otherwise
-// quiet, writes and syncs on its own goroutine rather than wake the
-// flusher and wait to be woken. Cancelling ctx abandons the wait (not a
-// sync the waiter already runs). A nil ctx is ErrNilContext.
+// the record releases its waiter. A lone waiter whose ctx can never be
+// cancelled (context.Background), with no sync in flight, writes and syncs
+// on its own goroutine rather than wake the flusher and wait to be woken.
+// Cancelling ctx abandons the wait: a cancellable wait never runs I/O on
+// its caller's goroutine. A nil ctx is ErrNilContext.
 func (l *Log) WaitDurable(ctx context.Context, seq uint64) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: WaitDurable", ErrNilContext)
@@ -293,7 +294,7 @@ func (l *Log) WaitDurable(ctx context.Context, seq uint64) error {
 		}
 		return fmt.Errorf("%w: %d (next is %d)", ErrNotAppended, seq, next)
 	}
-	if ctx.Err() == nil && l.eng.SyncInline(pos) && l.w.durable.Load() > seq {
+	if ctx.Done() == nil && l.eng.SyncInline(pos) && l.w.durable.Load() > seq {
 		return nil
 	}
 	l.eng.RequestSync(pos)

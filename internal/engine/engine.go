@@ -783,13 +783,15 @@ func (e *Engine) closedErr() error {
 
 // WaitSynced waits until the bytes below pos are durable. Only a Sink.Sync
 // that started after those bytes were written releases the wait. A lone
-// waiter may run that sync itself (SyncInline); ctx cannot abandon it once
-// begun.
+// waiter whose ctx can never be cancelled (its Done is nil, as for
+// context.Background) may run that sync itself (SyncInline); a wait that
+// can be cancelled never runs I/O on its caller's goroutine, so that
+// cancelling it returns even while the sink is stuck.
 func (e *Engine) WaitSynced(ctx context.Context, pos uint64) error {
 	if ctx == nil {
 		return nilContext("WaitSynced")
 	}
-	if e.synced.Load() >= pos || ctx.Err() == nil && e.SyncInline(pos) {
+	if e.synced.Load() >= pos || ctx.Done() == nil && e.SyncInline(pos) {
 		return nil
 	}
 	StoreMax(&e.syncReq, pos)

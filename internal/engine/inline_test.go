@@ -281,19 +281,37 @@ func TestSyncInlineRacingClose(t *testing.T) {
 	}
 }
 
-// TestSyncInlineCancelledContext: a wait whose context is already done
-// returns its error and runs no sync on its goroutine (the flusher may
-// still serve the request it left).
-func TestSyncInlineCancelledContext(t *testing.T) {
+// TestSyncInlineCancellableContext: a wait whose context can be cancelled
+// (done already or not) runs no sync on its goroutine: a sink stuck in a
+// write or sync must not keep it from returning when ctx is done.
+func TestSyncInlineCancellableContext(t *testing.T) {
 	e, s := newCheck(t, true, Config{Size: MinSize, Sync: SyncNever})
 	c := commitN(t, e, 100)
 	ctx, cancel := context.WithCancel(context.Background())
+	if err := e.WaitSynced(ctx, c.Pos+100); err != nil {
+		t.Fatalf("WaitSynced with a live cancellable context: %v", err)
+	}
 	cancel()
+	c = commitN(t, e, 100)
 	if err := e.WaitSynced(ctx, c.Pos+100); !errors.Is(err, context.Canceled) {
 		t.Fatalf("WaitSynced with a cancelled context: %v", err)
 	}
 	if st := e.Stats(); st.InlineSyncs != 0 {
-		t.Fatalf("a cancelled wait ran %d syncs on its goroutine", st.InlineSyncs)
+		t.Fatalf("cancellable waits ran %d syncs on their goroutine", st.InlineSyncs)
+	}
+
+	// A sync held in the sink: the cancellable wait returns at its
+	// deadline; the held sync is the flusher's.
+	s.hold = make(chan chan struct{}, 1)
+	release := make(chan struct{})
+	s.hold <- release
+	c = commitN(t, e, 100)
+	dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer dcancel()
+	err := e.WaitSynced(dctx, c.Pos+100)
+	close(release)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitSynced while the sink's sync is held: %v, want the deadline", err)
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
