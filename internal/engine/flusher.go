@@ -228,7 +228,7 @@ func (f *flusher) decide(fired bool) plan {
 func (f *flusher) flush(p plan) (progressed bool) {
 	e := f.e
 	s := e.synced.Load()
-	if !f.stopping && !f.syncing() && !e.syncBusy.Load() && e.syncReq.Load() > s {
+	if !f.stopping && !e.syncBusy.Load() && e.syncReq.Load() > s {
 		f.gather.wait(e) // not while a sync is in flight: the group waits for it
 	}
 	arrived := e.arrivals.Load() // before the frontier is read: their records are written below
@@ -241,9 +241,9 @@ func (f *flusher) flush(p plan) (progressed bool) {
 		return progressed
 	}
 	switch {
-	case f.syncing(), e.syncBusy.Load():
-		// Its completion brings the loop round (an inline sync's: see
-		// SyncInline).
+	case e.syncBusy.Load():
+		// The syncer's or SyncInline's: its completion brings the loop
+		// round (see SyncInline).
 	case f.syncer != nil:
 		f.gather.begin(arrived)
 		f.syncer.start(w, e.now())
@@ -289,14 +289,15 @@ func (f *flusher) syncDone(target uint64, started time.Time) {
 	}
 }
 
-// syncing reports whether a pipelined sync is in flight.
+// syncing reports whether the syncer's sync is in flight (syncBusy is
+// then set too; syncBusy alone means SyncInline's).
 func (f *flusher) syncing() bool { return f.syncer != nil && f.syncer.target != 0 }
 
 // finished reports whether, once stopping, every claimed byte is written
 // and synced and no sync is in flight.
 func (f *flusher) finished() bool {
 	pos, _ := f.e.Tail()
-	return f.e.written.Load() >= pos && f.e.synced.Load() >= pos && !f.syncing() && !f.e.syncBusy.Load()
+	return f.e.written.Load() >= pos && f.e.synced.Load() >= pos && !f.e.syncBusy.Load()
 }
 
 // awaitInlineSync waits, once stopping after a failure, for a sync that

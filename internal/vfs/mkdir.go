@@ -12,17 +12,21 @@ import (
 // only once its parent is synced, so each one created is synced in its
 // parent: syncing only dir's parent would leave the directories above it,
 // and everything in dir with them, to a power cut. A dir that exists is
-// left as it is, with no sync (an error reading it is MkdirAll's).
+// left as it is, with no further call (an error reading it is MkdirAll's).
 func MkdirAllDurable(fsys FS, dir string) error {
 	var created []string
+	var statErr error // of the last directory looked at
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := fsys.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+		if _, statErr = fsys.Stat(d); !errors.Is(statErr, fs.ErrNotExist) {
 			break // there, or an error MkdirAll reports
 		}
 		created = append(created, d)
 		if filepath.Dir(d) == d {
 			break
 		}
+	}
+	if len(created) == 0 && statErr == nil {
+		return nil // dir is there
 	}
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create directory: %w", err)
