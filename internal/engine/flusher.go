@@ -244,6 +244,9 @@ func (f *flusher) flush(p plan) (progressed bool) {
 	case e.syncBusy.Load():
 		// The syncer's or SyncInline's: its completion brings the loop
 		// round (see SyncInline).
+	case e.synced.Load() >= w:
+		// An inline sync that ended since s was read covered it
+		// (SyncInline raises synced before it clears syncBusy).
 	case f.syncer != nil:
 		f.gather.begin(arrived)
 		f.syncer.start(w, e.now())
