@@ -19,7 +19,9 @@ type checkSink struct {
 	inflight atomic.Int32 // pipelined syncs under way
 	overlap  atomic.Int32 // writes while a sync was under way
 	closed   atomic.Bool  // Close returned
-	hold     chan chan struct{}
+	// hold (capacity 1, made before the engine) gives the next sync a
+	// channel to wait on until the test closes it.
+	hold chan chan struct{}
 }
 
 func (s *checkSink) enter(call string) func() {
@@ -50,12 +52,10 @@ func (s *checkSink) Sync() error {
 func (s *checkSink) PrepareSync() func() error {
 	defer s.enter("PrepareSync")()
 	return s.pipelinedSync(&s.inflight, func() {
-		if s.hold != nil {
-			select {
-			case release := <-s.hold:
-				<-release
-			default:
-			}
+		select {
+		case release := <-s.hold:
+			<-release
+		default:
 		}
 	})
 }
@@ -76,7 +76,7 @@ func (s *checkSink) syncedEnd() uint64 {
 
 func newCheck(t *testing.T, pipelined bool, cfg Config) (*Engine, *checkSink) {
 	t.Helper()
-	s := &checkSink{memSink: memSink{t: t}}
+	s := &checkSink{memSink: memSink{t: t}, hold: make(chan chan struct{}, 1)}
 	var sink Sink = s
 	if pipelined {
 		sink = pipeCheck{s}
@@ -180,7 +180,6 @@ func TestSyncInlineStepsAside(t *testing.T) {
 // whether the first sync ran on the waiter's goroutine.
 func stepsAside(t *testing.T) (inline bool) {
 	e, s := newCheck(t, true, Config{Size: MinSize, Sync: SyncNever})
-	s.hold = make(chan chan struct{}, 1)
 	release := make(chan struct{})
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
@@ -302,7 +301,6 @@ func TestSyncInlineCancellableContext(t *testing.T) {
 
 	// A sync held in the sink: the cancellable wait returns at its
 	// deadline; the held sync is the flusher's.
-	s.hold = make(chan chan struct{}, 1)
 	release := make(chan struct{})
 	s.hold <- release
 	c = commitN(t, e, 100)
