@@ -292,7 +292,9 @@ func TestSyncInlineCancellableContext(t *testing.T) {
 	}
 	cancel()
 	c = commitN(t, e, 100)
-	if err := e.WaitSynced(ctx, c.Pos+100); !errors.Is(err, context.Canceled) {
+	// nil too: the flusher may serve the request the wait leaves (a sync
+	// of this sink takes no time) before the wait's select picks ctx.
+	if err := e.WaitSynced(ctx, c.Pos+100); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("WaitSynced with a cancelled context: %v", err)
 	}
 	if st := e.Stats(); st.InlineSyncs != 0 {
