@@ -350,10 +350,7 @@ func TestCrashGroupCreate(t *testing.T) {
 // store is gone.
 func TestPowerCutAfterOpenCreatedParents(t *testing.T) {
 	mem := vfs.NewMem()
-	if err := mem.MkdirAll("/data", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := mem.SyncDir("/"); err != nil {
+	if err := vfs.MkdirAllDurable(mem, "/data"); err != nil {
 		t.Fatal(err)
 	}
 	const dir = "/data/brokers/b1/store"

@@ -39,10 +39,7 @@ func TestPowerCutAtEveryStepOfCompression(t *testing.T) {
 func powerCutCompressionRun(t *testing.T, comp Compression, cut int64) int64 {
 	t.Helper()
 	mem := vfs.NewMem()
-	if err := mem.MkdirAll("/logs", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := mem.SyncDir("/"); err != nil {
+	if err := vfs.MkdirAllDurable(mem, "/logs"); err != nil {
 		t.Fatal(err)
 	}
 	const path = "/logs/app.log"

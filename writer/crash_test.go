@@ -322,10 +322,7 @@ func TestPowerCutKeepsEverySyncedRecord(t *testing.T) {
 	for trial := range 16 {
 		rng := rand.New(rand.NewPCG(uint64(trial), 3))
 		mem := vfs.NewMem()
-		if err := mem.MkdirAll("/logs", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := mem.SyncDir("/"); err != nil {
+		if err := vfs.MkdirAllDurable(mem, "/logs"); err != nil {
 			t.Fatal(err)
 		}
 		const path = "/logs/app.log"

@@ -550,10 +550,7 @@ func TestPowerCutMidRotation(t *testing.T) {
 	for trial := range 8 {
 		rng := rand.New(rand.NewPCG(uint64(trial), 5))
 		mem := vfs.NewMem()
-		if err := mem.MkdirAll("/logs", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := mem.SyncDir("/"); err != nil {
+		if err := vfs.MkdirAllDurable(mem, "/logs"); err != nil {
 			t.Fatal(err)
 		}
 		const path = "/logs/app.log"
