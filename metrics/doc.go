@@ -23,10 +23,12 @@
 //
 // appendlog_wal_*: appended_bytes_total, written_bytes_total (frames
 // included), writes_total, syncs_total (fdatasync), sync_duration_seconds
-// (histogram, bounds as above), synced_records_total, next_seq and
+// (histogram, bounds as above), synced_records_total, inline_syncs_total
+// (the syncs a lone waiting caller ran on its own goroutine), next_seq and
 // durable_seq (gauges: the next sequence number, the highest durable one),
-// segments_created_total, segments_deleted_total, and failed (gauge: 1
-// once a write or sync failed the log).
+// segments_created_total, segments_deleted_total,
+// retention_skipped_total, and failed (gauge: 1 once a write or sync
+// failed the log).
 //
 // # Shared-memory log metrics (NewShmCollector)
 //

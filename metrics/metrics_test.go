@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -199,6 +200,14 @@ func TestLogCollector(t *testing.T) {
 	if err := l.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	// A lone Sync whose context cannot be cancelled may sync on this
+	// goroutine (InlineSyncs); one more record for it to cover.
+	if _, err := l.Append([]byte("entry 100")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewLogCollector(l, prometheus.Labels{"log": "orders"}))
 	fams := scrape(t, reg)
@@ -214,9 +223,11 @@ func TestLogCollector(t *testing.T) {
 		{"appendlog_wal_segments_created_total", C, float64(s.SegmentsCreated)},
 		{"appendlog_wal_segments_deleted_total", C, float64(s.SegmentsDeleted)},
 		{"appendlog_wal_synced_records_total", C, float64(s.SyncedRecords)},
+		{"appendlog_wal_inline_syncs_total", C, float64(s.InlineSyncs)},
+		{"appendlog_wal_retention_skipped_total", C, float64(s.RetentionSkipped)},
 		{"appendlog_wal_failed", G, 0},
 	})
-	if s.Syncs == 0 || s.DurableSeq != s.NextSeq-1 || s.SyncedRecords != 100 {
+	if s.Syncs == 0 || s.DurableSeq != s.NextSeq-1 || s.SyncedRecords != 101 || s.InlineSyncs > s.Syncs {
 		t.Errorf("after Sync: %+v", s)
 	}
 	checkHistogram(t, fams, "appendlog_wal_sync_duration_seconds", &s.SyncLatency)

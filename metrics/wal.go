@@ -11,7 +11,7 @@ import (
 type LogCollector struct {
 	l                                                           *wal.Log
 	appended, written, writes, syncs, next, durable, made, gone *prometheus.Desc
-	syncLatency, synced, failed                                 *prometheus.Desc
+	syncLatency, synced, inline, skipped, failed                *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*LogCollector)(nil)
@@ -34,13 +34,15 @@ func NewLogCollector(l *wal.Log, labels prometheus.Labels) *LogCollector {
 		gone:        d("segments_deleted_total", "Segments deleted by retention and TruncateFront since Open."),
 		syncLatency: d("sync_duration_seconds", "Time each group commit's fdatasync took."),
 		synced:      d("synced_records_total", "Records made durable by fdatasyncs; divided by the sync count, the mean group-commit size."),
+		inline:      d("inline_syncs_total", "Completed fdatasyncs that ran on a lone waiting caller's goroutine rather than the flusher's (counted in syncs_total too)."),
+		skipped:     d("retention_skipped_total", "Background retention passes that deleted nothing because a cursor was being created; growing while segments pile up means a process holds the cursors' floor lock."),
 		failed:      d("failed", "1 once a write or sync failed the log (every later call returns the error), else 0."),
 	}
 }
 
 // Describe sends the descriptors of the metrics.
 func (c *LogCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.appended, c.written, c.writes, c.syncs, c.next, c.durable, c.made, c.gone, c.syncLatency, c.synced, c.failed} {
+	for _, d := range []*prometheus.Desc{c.appended, c.written, c.writes, c.syncs, c.next, c.durable, c.made, c.gone, c.syncLatency, c.synced, c.inline, c.skipped, c.failed} {
 		ch <- d
 	}
 }
@@ -60,6 +62,8 @@ func (c *LogCollector) Collect(ch chan<- prometheus.Metric) {
 	m(c.made, prometheus.CounterValue, float64(s.SegmentsCreated))
 	m(c.gone, prometheus.CounterValue, float64(s.SegmentsDeleted))
 	m(c.synced, prometheus.CounterValue, float64(s.SyncedRecords))
+	m(c.inline, prometheus.CounterValue, float64(s.InlineSyncs))
+	m(c.skipped, prometheus.CounterValue, float64(s.RetentionSkipped))
 	failed := 0.0
 	if s.Failed {
 		failed = 1

@@ -135,7 +135,7 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 			mu.Unlock()
 			crashed := fsys.Crash(rng)
 			wg.Wait()
-			inline += l.eng.Stats().InlineSyncs
+			inline += l.Stats().InlineSyncs
 			if err := l.Close(); err == nil {
 				t.Log("Close after crash returned nil (nothing was pending)")
 			}

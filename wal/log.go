@@ -316,7 +316,11 @@ type Stats struct {
 	NextSeq, DurableSeq uint64
 	Appended, Written   uint64 // bytes since Open, frames included
 	Syncs, Writes       uint64
-	SegmentsCreated     int64
+	// InlineSyncs counts the Syncs that ran on a waiting caller's own
+	// goroutine rather than the flusher's: a lone WaitDurable or Sync with
+	// a context that cannot be cancelled (see WaitDurable).
+	InlineSyncs     uint64
+	SegmentsCreated int64
 	// SegmentsDeleted counts segments deleted by retention and
 	// TruncateFront since Open.
 	SegmentsDeleted int64
@@ -355,6 +359,7 @@ func (l *Log) Stats() Stats {
 		Written:          es.Written,
 		Syncs:            es.Syncs,
 		Writes:           es.Flushes,
+		InlineSyncs:      es.InlineSyncs,
 		SegmentsCreated:  l.w.segments.Load(),
 		SegmentsDeleted:  l.deleted.Load(),
 		RetentionSkipped: l.retSkipped.Load(),

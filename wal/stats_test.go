@@ -45,9 +45,25 @@ func TestStatsSyncs(t *testing.T) {
 		noErr(t, err)
 		noErr(t, other.WaitDurable(ctx, seq))
 	}
+	// A lone waiter with a context that cannot be cancelled syncs on its
+	// own goroutine; one whose context can be cancelled never does.
+	inline := other.Stats().InlineSyncs
+	if inline == 0 || inline > other.Stats().Syncs {
+		t.Fatalf("%d inline syncs of %d for a lone waiter", inline, other.Stats().Syncs)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i := range n {
+		seq, err := other.Append(testPayload(2, n+i, 100))
+		noErr(t, err)
+		noErr(t, other.WaitDurable(cctx, seq))
+	}
+	if s := other.Stats(); s.InlineSyncs != inline {
+		t.Fatalf("%d inline syncs after waits with a cancellable context, want %d as before them", s.InlineSyncs, inline)
+	}
 	noErr(t, other.Close())
-	if s := other.Stats(); s.SyncLatency.Count() != s.Syncs || s.SyncedRecords != n {
-		t.Fatalf("closed log: %d syncs, %d latency samples, %d records synced (want %d)", s.Syncs, s.SyncLatency.Count(), s.SyncedRecords, n)
+	if s := other.Stats(); s.SyncLatency.Count() != s.Syncs || s.SyncedRecords != 2*n {
+		t.Fatalf("closed log: %d syncs, %d latency samples, %d records synced (want %d)", s.Syncs, s.SyncLatency.Count(), s.SyncedRecords, 2*n)
 	}
 
 	failing.Store(true)
