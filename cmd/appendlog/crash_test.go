@@ -25,7 +25,10 @@ import (
 // random moment, then checks the durability contract from outside: every
 // record the process acknowledged as durable is present and intact, the
 // records present are exactly what the writers appended, in each writer's
-// order, and the log recovers and accepts appends.
+// order, and the log recovers and accepts appends. Every third trial has
+// one writer, whose waits write and sync on its own goroutine (the wal's
+// inline sync); the others have _killWriters, whose waits group-commit on
+// the flusher.
 func TestKill(t *testing.T) {
 	trials := 20
 	if testing.Short() {
@@ -39,7 +42,11 @@ func TestKill(t *testing.T) {
 		} else {
 			k.acks = 1 + rng.IntN(100)
 		}
-		t.Run(fmt.Sprintf("trial=%d/%v", i, k), func(t *testing.T) { killTrial(t, k) })
+		writers := _killWriters
+		if i%3 == 2 {
+			writers = 1
+		}
+		t.Run(fmt.Sprintf("trial=%d/writers=%d/%v", i, writers, k), func(t *testing.T) { killTrial(t, k, writers) })
 	}
 }
 
@@ -70,12 +77,14 @@ func (k killAt) String() string {
 	return "after-" + k.after.String()
 }
 
+// _killWriters is the most writers a kill trial's load has; the records
+// appended after the kill are writer _killWriters's.
 const _killWriters = 8
 
-func killTrial(t *testing.T, k killAt) {
+func killTrial(t *testing.T, k killAt, writers int) {
 	dir := filepath.Join(t.TempDir(), "log")
 	mkdir(t, dir)
-	cmd := exec.Command(cliPath, "load", "--acks", "--sync", "always", "--writers", strconv.Itoa(_killWriters),
+	cmd := exec.Command(cliPath, "load", "--acks", "--sync", "always", "--writers", strconv.Itoa(writers),
 		"--records", "1000000", "--size", "100", "--dir", dir)
 	cmd.Env = cliEnv()
 	var stderr bytes.Buffer

@@ -83,6 +83,10 @@ type loadResult struct {
 	FirstSeq      uint64  `json:"first_seq"`
 	LastSeq       uint64  `json:"last_seq"`
 	DurableSeq    uint64  `json:"durable_seq"`
+	// Syncs counts the log's fdatasyncs, Close's included; InlineSyncs
+	// those a lone waiting writer ran on its own goroutine (--sync always).
+	Syncs       uint64 `json:"syncs"`
+	InlineSyncs uint64 `json:"inline_syncs"`
 	// MaxRSSBytes is the process's peak resident set size (0 where the
 	// platform does not report it).
 	MaxRSSBytes int64 `json:"max_rss_bytes"`
@@ -105,7 +109,9 @@ Sync modes:
   interval  fdatasync every --sync-every
   batch     group commit: fdatasync after each flushed batch
   always    batch, and each writer waits until its record is durable
-            (WaitDurable) before appending the next one
+            (WaitDurable) before appending the next one; a lone waiter
+            writes and syncs on its own goroutine, and an interrupt takes
+            effect once the wait in hand returns (a second one ends load)
 
 Without --dir, load writes to a fresh temporary directory and removes it at
 the end unless --keep is given.
@@ -202,6 +208,10 @@ func loadOptions(f *loadFlags) (*wal.Options, error) {
 func runLoad(cmd *cobra.Command, f *loadFlags) (err error) {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first signal stops the writers after the append or wait in hand
+	// (see write); a second one, with the default disposition restored,
+	// ends the process, should a wait hang on the disk.
+	defer context.AfterFunc(ctx, stop)()
 	r, err := setupLoad(cmd, f)
 	if err != nil {
 		return err
@@ -365,6 +375,7 @@ func (r *loadRun) finish(elapsed time.Duration, runErr error) error {
 	}
 	res.LastSeq = res.FirstSeq + uint64(res.Records) - 1
 	res.DurableSeq = durable
+	res.Syncs, res.InlineSyncs = st.Syncs, st.InlineSyncs
 	res.MaxRSSBytes, _ = sys.MaxRSS()
 
 	if runErr != nil {
@@ -527,7 +538,7 @@ func (d *driver) run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := d.write(ctx, uint32(i)); err != nil {
+			if err := d.write(uint32(i)); err != nil {
 				fail(err)
 			}
 		}()
@@ -539,7 +550,7 @@ func (d *driver) run(ctx context.Context) error {
 	return firstErr
 }
 
-func (d *driver) write(ctx context.Context, w uint32) error {
+func (d *driver) write(w uint32) error {
 	// The whole record once; then each record rewrites only its counter
 	// and check.
 	buf := make([]byte, d.size)
@@ -561,10 +572,11 @@ func (d *driver) write(ctx context.Context, w uint32) error {
 		}
 		cnt.Store(c + 1)
 		if d.always {
-			if err := d.l.WaitDurable(ctx, seq); err != nil {
-				if ctx.Err() != nil {
-					return errInterrupted
-				}
+			// A wait whose context cannot be cancelled, as a service's
+			// commit path would use: a lone writer's wait then writes
+			// and syncs on its own goroutine (wal.Log.WaitDurable). A
+			// signal takes effect once the wait returns.
+			if err := d.l.WaitDurable(context.Background(), seq); err != nil {
 				return fmt.Errorf("writer %d: wait for seq %d to be durable: %w", w, seq, err)
 			}
 		}
@@ -612,6 +624,8 @@ func printLoadSummary(w io.Writer, r *loadResult) {
 	}
 	if r.Records > 0 {
 		fmt.Fprintf(w, "  log %s: seqs %d..%d, durable through %d\n", dir, r.FirstSeq, r.LastSeq, r.DurableSeq)
+		fmt.Fprintf(w, "  %d fdatasyncs (%.1f records each), %d of them on a waiting writer's goroutine\n",
+			r.Syncs, float64(r.Records)/float64(max(r.Syncs, 1)), r.InlineSyncs)
 	} else {
 		fmt.Fprintf(w, "  log %s: no records appended\n", dir)
 	}

@@ -51,6 +51,8 @@ type loadReport struct {
 	DurableRecords int64  `json:"durable_records"`
 	FirstSeq       uint64 `json:"first_seq"`
 	DurableSeq     uint64 `json:"durable_seq"`
+	Syncs          uint64 `json:"syncs"`
+	InlineSyncs    uint64 `json:"inline_syncs"`
 	Error          string `json:"error"`
 }
 
@@ -170,16 +172,29 @@ func TestLoadDiskFull(t *testing.T) {
 // TestLoadInterrupted stops a load with SIGINT: it reports the records it
 // appended, all of them written and durable (Close syncs), and the log
 // holds exactly those.
+// With --sync always and one writer, the writer's waits sync on its own
+// goroutine with a context that cannot be cancelled: the signal stops it
+// once the wait in hand returns.
 func TestLoadInterrupted(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no SIGINT on Windows")
 	}
+	for _, sync := range [][]string{
+		{"--sync", "interval", "--sync-every", "5ms"},
+		{"--sync", "always", "--writers", "1"},
+	} {
+		t.Run(sync[1], func(t *testing.T) { loadInterrupted(t, sync) })
+	}
+}
+
+func loadInterrupted(t *testing.T, sync []string) {
 	dir := filepath.Join(t.TempDir(), "log")
 	// Killed after two minutes, so that a load that ignores SIGINT stops
 	// well before it has written its 1.6 GB.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cliPath, "load", "--dir", dir, "--records", "20000000", "--size", "64", "--sync", "interval", "--sync-every", "5ms", "--acks", "--json")
+	args := append([]string{"load", "--dir", dir, "--records", "20000000", "--size", "64", "--acks", "--json"}, sync...)
+	cmd := exec.CommandContext(ctx, cliPath, args...)
 	cmd.Env = cliEnv()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -221,6 +236,9 @@ func TestLoadInterrupted(t *testing.T) {
 	}
 	if n := countRecords(t, dir); n != rep.Records {
 		t.Fatalf("log holds %d records, load reported %d", n, rep.Records)
+	}
+	if sync[1] == "always" && (rep.InlineSyncs == 0 || rep.InlineSyncs > rep.Syncs) {
+		t.Fatalf("one writer, --sync always: %d of %d syncs ran on the writer's goroutine, want most", rep.InlineSyncs, rep.Syncs)
 	}
 }
 
