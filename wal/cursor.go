@@ -514,9 +514,6 @@ func ackWindow(name string, opts *CursorOptions) (int, error) {
 // if it is missing.
 func makeCursorDir(fsys vfs.FS, dir string) error {
 	cdir := filepath.Join(dir, cursorDir)
-	if _, err := fsys.Stat(cdir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("wal: cursor directory %s: %w", cdir, err)
-	}
 	if err := vfs.MkdirAllDurable(fsys, cdir); err != nil {
 		return fmt.Errorf("wal: create cursor directory %s: %w", cdir, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"syscall"
 )
 
 // MkdirAllDurable creates dir and its missing parents, as MkdirAll, and
@@ -12,12 +13,18 @@ import (
 // only once its parent is synced, so each one created is synced in its
 // parent: syncing only dir's parent would leave the directories above it,
 // and everything in dir with them, to a power cut. A dir that exists is
-// left as it is, with no further call (an error reading it is MkdirAll's).
+// left as it is, with no further call (an error reading it is MkdirAll's);
+// something else there that is not a directory is ENOTDIR, as MkdirAll
+// says it.
 func MkdirAllDurable(fsys FS, dir string) error {
 	var created []string
 	var statErr error // of the last directory looked at
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, statErr = fsys.Stat(d); !errors.Is(statErr, fs.ErrNotExist) {
+		var fi fs.FileInfo
+		if fi, statErr = fsys.Stat(d); !errors.Is(statErr, fs.ErrNotExist) {
+			if statErr == nil && len(created) == 0 && !fi.IsDir() {
+				return &fs.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
+			}
 			break // there, or an error MkdirAll reports
 		}
 		created = append(created, d)
