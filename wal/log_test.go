@@ -868,3 +868,82 @@ func TestRotationDoesNotWaitForSync(t *testing.T) {
 		t.Fatalf("%d records after reopen, want %d: %v", got, n+1, r.Err())
 	}
 }
+
+// TestSealAfterFailedSyncDoesNotRetry: an fdatasync of a segment fails
+// while a rotation seals that segment (the rotation hands the wait for
+// the sync to the sealer). The sealer must not fdatasync the segment
+// again: on Linux a second fsync after EIO returns 0 though the page
+// cache dropped the data, so a seal that did would report the failed
+// segment's records durable, and WaitDurable would acknowledge them.
+func TestSealAfterFailedSyncDoesNotRetry(t *testing.T) {
+	eio := syscall.EIO
+	release := make(chan struct{})
+	held := make(chan struct{})
+	var armed atomic.Bool // after Open, which syncs its new segment
+	var mu sync.Mutex
+	failedName := "" // the segment whose sync failed; Protected by mu.
+	retries := 0     // later syncs of it; Protected by mu.
+	fsys := vfs.WithFaults(vfs.NewMem(), func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if op != vfs.OpSync || !armed.Load() || !strings.HasSuffix(name, segSuffix) {
+			return n, nil
+		}
+		mu.Lock()
+		switch failedName {
+		case "":
+			failedName = name
+			mu.Unlock()
+			close(held)
+			<-release // hold the first segment sync, then fail it
+			return 0, eio
+		case name:
+			retries++
+		}
+		mu.Unlock()
+		return n, nil // as Linux: the fsync after the failed one succeeds
+	})
+	o := WithFS(Options{SegmentSize: 64 << 10, Sync: SyncNever}, fsys)
+	l := mustOpen(t, "/log", &o)
+	armed.Store(true)
+	rec := bytes.Repeat([]byte("r"), 1000)
+	_, err := l.Append(rec)
+	noErr(t, err)
+	syncDone := make(chan error, 1)
+	go func() { syncDone <- l.Sync(context.Background()) }()
+	<-held
+
+	// Seal the first segment while its sync is held.
+	for range 100 {
+		_, err := l.Append(rec)
+		noErr(t, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.Flush(ctx); err != nil {
+		close(release)
+		t.Fatalf("Flush while a sync is held: %v", err)
+	}
+	if st := l.Stats(); st.SegmentsCreated < 1 {
+		close(release)
+		t.Fatalf("no rotation while the sync was held")
+	}
+	close(release)
+	if err := <-syncDone; !errors.Is(err, eio) {
+		t.Fatalf("Sync over a failed fdatasync: %v, want EIO", err)
+	}
+	if err := l.Close(); !errors.Is(err, eio) {
+		t.Fatalf("Close after a failed fdatasync: %v, want EIO", err)
+	}
+	// Close joined the sealer: whatever it did is done.
+	mu.Lock()
+	n := retries
+	mu.Unlock()
+	if n != 0 {
+		t.Errorf("the segment whose fdatasync failed was synced %d more times", n)
+	}
+	if d := l.DurableSeq(); d != 0 {
+		t.Errorf("DurableSeq %d after the only fdatasync of those records failed", d)
+	}
+	if err := l.WaitDurable(context.Background(), 1); err == nil {
+		t.Errorf("WaitDurable acknowledged a record whose fdatasync failed")
+	}
+}

@@ -103,6 +103,13 @@ type segWriter struct {
 	// (waitSyncing); its token arrives on sj.done. Flusher only.
 	syncing bool
 
+	// syncErr is the error of the first sync that failed, stored before
+	// that sync reports. No segment is fdatasynced after it (not by a
+	// seal, not by a later sync): on Linux an fdatasync after a failed one
+	// may succeed though the page cache dropped the data, and the records
+	// it would report durable are not.
+	syncErr atomic.Pointer[error]
+
 	// syncLatency times each fdatasync the syncer runs; syncedRecords
 	// counts the records they made durable. Syncer writes, Stats reads.
 	syncLatency   hist.Atomic
@@ -464,6 +471,10 @@ func (w *segWriter) seal(job *sealJob) error {
 	if job.synced != nil {
 		<-job.synced // the sync that was in flight on it at the rotation
 	}
+	if p := w.syncErr.Load(); p != nil {
+		job.old.Close()
+		return fmt.Errorf("wal: seal %s after a failed sync: %w", job.oldName, *p)
+	}
 	if err := job.old.Sync(); err != nil {
 		job.old.Close()
 		return fmt.Errorf("wal: seal %s: fdatasync: %w", job.oldName, err)
@@ -561,6 +572,10 @@ func (w *segWriter) runSync() (err error) {
 	j := &w.sj
 	defer func() {
 		j.ok = err == nil
+		if err != nil {
+			first := err // escapes only on failure
+			w.syncErr.CompareAndSwap(nil, &first)
+		}
 		j.finished.Store(true)
 		if p := j.notify.Swap(nil); p != nil {
 			close(*p)
@@ -572,6 +587,9 @@ func (w *segWriter) runSync() (err error) {
 		if j.seal.err != nil {
 			return j.seal.err
 		}
+	}
+	if p := w.syncErr.Load(); p != nil {
+		return *p // never retried, whoever asks
 	}
 	if j.writeMark {
 		if _, err := j.f.WriteAt(w.markBuf[:], frame.MarkOffset); err != nil {
