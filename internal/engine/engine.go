@@ -373,6 +373,9 @@ type Engine struct {
 	// onCommitWait, if set, is called when the stopping flusher or Close
 	// starts to wait for claims not yet committed (a test hook).
 	onCommitWait func()
+	// onInlineSynced, if set, is called by SyncInline once its sync has
+	// returned and the sink lock is released (a test hook).
+	onInlineSynced func()
 
 	stats struct {
 		flushes     atomic.Uint64
@@ -937,8 +940,15 @@ func (e *Engine) SyncInline(pos uint64) bool {
 		e.sinkMu.Unlock()
 		err = fn()
 	} else {
-		err = e.sink.Sync()
+		// Failed before the lock is released: the flusher, which may
+		// take it next, must not sync again.
+		if err = e.sink.Sync(); err != nil {
+			e.fail(err)
+		}
 		e.sinkMu.Unlock()
+	}
+	if e.onInlineSynced != nil {
+		e.onInlineSynced()
 	}
 	if err != nil {
 		e.fail(err)

@@ -244,6 +244,10 @@ func (f *flusher) flush(p plan) (progressed bool) {
 	case e.syncBusy.Load():
 		// The syncer's or SyncInline's: its completion brings the loop
 		// round (see SyncInline).
+	case e.failed.Load() != nil:
+		// SyncInline's sync failed since the check above (it fails the
+		// engine before it clears syncBusy): never sync again.
+		return false
 	case e.synced.Load() >= w:
 		// An inline sync that ended since s was read covered it
 		// (SyncInline raises synced before it clears syncBusy).

@@ -45,25 +45,35 @@ func (s *checkSink) Write(pos uint64, a, b []byte) error {
 
 func (s *checkSink) Sync() error {
 	defer s.enter("Sync")()
+	s.waitHold()
 	return s.memSink.Sync()
 }
 
-// PrepareSync is only reached through pipeCheck.
-func (s *checkSink) PrepareSync() func() error {
+// prepareSync is pipeCheck's PrepareSync. Not a method of that name: a
+// checkSink must stay a plain Sink.
+func (s *checkSink) prepareSync() func() error {
 	defer s.enter("PrepareSync")()
-	return s.pipelinedSync(&s.inflight, func() {
-		select {
-		case release := <-s.hold:
-			<-release
-		default:
-		}
-	})
+	return s.pipelinedSync(&s.inflight, s.waitHold)
+}
+
+// waitHold waits, if the test put a channel in hold, until it is closed.
+func (s *checkSink) waitHold() {
+	select {
+	case release := <-s.hold:
+		<-release
+	default:
+	}
 }
 
 // pipeCheck is a checkSink that is a PipelinedSink.
 type pipeCheck struct{ *checkSink }
 
-func (s pipeCheck) PrepareSync() func() error { return s.checkSink.PrepareSync() }
+func (s pipeCheck) PrepareSync() func() error { return s.checkSink.prepareSync() }
+
+var (
+	_ PipelinedSink = pipeCheck{}
+	_ Sink          = (*checkSink)(nil)
+)
 
 func (s *checkSink) syncedEnd() uint64 {
 	s.mu.Lock()
@@ -317,4 +327,101 @@ func TestSyncInlineCancellableContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.closed.Store(true)
+}
+
+// TestSyncInlineFailureStopsTheFlusher: a plain Sink's sync fails on the
+// lone waiter's goroutine while a cancellable waiter has asked the flusher
+// for a sync. The flusher, next to take the sink lock, must find the
+// engine failed: it must not sync again (the failed sync is never
+// retried), whenever the waiter's goroutine gets round to the rest.
+func TestSyncInlineFailureStopsTheFlusher(t *testing.T) {
+	var armed, inPark atomic.Bool
+	parked := make(chan struct{}, 1)
+	// No timer of its own wakes the flusher: only the second waiter.
+	cfg := Config{Size: MinSize, Sync: SyncNever, FlushInterval: time.Hour}
+	cfg.onPark = func(p bool) {
+		inPark.Store(p)
+		if p && armed.Load() {
+			select {
+			case parked <- struct{}{}:
+			default:
+			}
+		}
+	}
+	e, s := newCheck(t, false, cfg)
+	// The flusher's pass after the lock is released comes before the
+	// waiter's goroutine goes on (it parks again whatever it did).
+	e.onInlineSynced = func() {
+		select {
+		case <-parked:
+		case <-time.After(_guard):
+			t.Errorf("the flusher did not park again within %v", _guard)
+		}
+	}
+	eio := errors.New("EIO")
+	release := make(chan struct{})
+	s.hold <- release // taken by the next sync: the inline one below
+	s.mu.Lock()
+	s.syncErr = eio
+	s.mu.Unlock()
+
+	c := commitN(t, e, 100)
+	for deadline := time.Now().Add(_guard); !inPark.Load(); time.Sleep(20 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not after %v: the flusher parked after the commit", _guard)
+		}
+	}
+	inline := make(chan error, 1)
+	go func() { inline <- e.WaitSynced(context.Background(), c.Pos+100) }()
+	for deadline := time.Now().Add(_guard); len(s.hold) != 0; time.Sleep(20 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not after %v: the inline sync under way", _guard)
+		}
+	}
+	if !inPark.Load() {
+		t.Fatal("the flusher ran the sync, not the waiter")
+	}
+	// A waiter the flusher serves: it asks for a sync and kicks it, and
+	// the flusher waits for the sink lock.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	other := make(chan error, 1)
+	go func() { other <- e.WaitSynced(ctx, c.Pos+100) }()
+	for deadline := time.Now().Add(_guard); e.waiters.Load() == 0 || len(e.kick) != 0; time.Sleep(20 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not after %v: the flusher kicked by the second waiter", _guard)
+		}
+	}
+	armed.Store(true)
+	close(release)
+	if err := <-inline; !errors.Is(err, eio) {
+		t.Fatalf("inline WaitSynced: %v, want EIO", err)
+	}
+	if err := <-other; !errors.Is(err, eio) {
+		t.Fatalf("the other WaitSynced: %v, want EIO", err)
+	}
+	if err := e.Close(); !errors.Is(err, eio) {
+		t.Fatalf("Close: %v, want EIO", err)
+	}
+	s.closed.Store(true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.syncs != 1 {
+		t.Fatalf("%d sync calls, want 1: the failed sync was retried", s.syncs)
+	}
+}
+
+// TestCheckSinkIsPlain: newCheck's plain sink is not a PipelinedSink, or
+// the plain cases above would test the pipelined path twice.
+func TestCheckSinkIsPlain(t *testing.T) {
+	e, s := newCheck(t, false, Config{Size: MinSize})
+	defer func() {
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+		s.closed.Store(true)
+	}()
+	if _, ok := e.sink.(PipelinedSink); ok {
+		t.Fatal("newCheck(pipelined=false) made a PipelinedSink")
+	}
 }
