@@ -171,7 +171,7 @@ func runShmDump(ctx context.Context, stdout io.Writer, path string, f *dumpFlags
 		if err := p.out.Flush(); err != nil {
 			return err
 		}
-		if err := waitFollowing(ctx, r.Wait, path, fi); err != nil {
+		if err := waitFollowing(ctx, r.Wait, path, fi, nil); err != nil {
 			if ctx.Err() != nil {
 				return nil // interrupted: a normal end
 			}

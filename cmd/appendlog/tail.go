@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -56,7 +58,9 @@ the last ones, so a record appended while tail starts is printed once,
 neither skipped nor repeated. It follows the files with inotify where the
 system has it, and looks again at least every 100ms in any case. A log
 directory or FILE removed or replaced while tail -f waits ends it with
-exit status 1. Records that retention deletes before tail printed them
+exit status 1, and so do the log's segment files removed or replaced
+while its directory stays (retention deletes a segment only behind a
+later one). Records that retention deletes before tail printed them
 (tail held up by a slow terminal, or far behind the writer) are named on
 stderr, and tail goes on from the first record left, as tail -F goes on
 after logrotate; so does tail without -f when the last records it chose
@@ -146,6 +150,7 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, from, 
 		return err
 	}
 	defer func() { r.Close() }()
+	segs := &segmentWatch{dir: dir}
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	var line []byte
 	for {
@@ -189,7 +194,12 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, from, 
 			}
 			return nil
 		}
-		if err := waitFollowing(ctx, r.Wait, dir, fi); err != nil {
+		// Look at the segment now, as the Reader stops in it: the file
+		// at its name is then the one the Reader has open.
+		if err := segs.check(r); err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		}
+		if err := waitFollowing(ctx, r.Wait, dir, fi, func() error { return segs.check(r) }); err != nil {
 			if ctx.Err() != nil {
 				return nil // interrupted: a normal end
 			}
@@ -347,13 +357,8 @@ func segmentFiles(dir string) ([]segFile, error) {
 	}
 	var segs []segFile
 	for _, e := range ents {
-		name := e.Name()
-		digits, ok := strings.CutSuffix(name, ".seg")
-		if !ok || len(digits) != 20 {
-			continue
-		}
-		if s, err := strconv.ParseUint(digits, 10, 64); err == nil {
-			segs = append(segs, segFile{name: name, first: s})
+		if s, ok := segmentFirst(e.Name()); ok {
+			segs = append(segs, segFile{name: e.Name(), first: s})
 		}
 	}
 	return segs, nil
@@ -404,11 +409,12 @@ func (g *shmRing) print(p *shmPrinter) error {
 const _goneCheck = time.Second
 
 // waitFollowing calls wait (a Reader's Wait) until it returns, checking
-// every _goneCheck that path is still the directory or file fi describes:
-// the readers go on waiting on a log that was removed or replaced, where
-// tail -f would then print nothing forever. A reader's error is also
-// reported as the removal when path is gone.
-func waitFollowing(ctx context.Context, wait func(context.Context) error, path string, fi os.FileInfo) error {
+// every _goneCheck that path is still the directory or file fi describes,
+// and that check, if not nil, finds nothing wrong: the readers go on
+// waiting on a log that was removed or replaced, where tail -f would then
+// print nothing forever. A reader's error is also reported as the removal
+// when path is gone.
+func waitFollowing(ctx context.Context, wait func(context.Context) error, path string, fi os.FileInfo, check func() error) error {
 	for {
 		wctx, cancel := context.WithTimeout(ctx, _goneCheck)
 		err := wait(wctx)
@@ -419,8 +425,72 @@ func waitFollowing(ctx context.Context, wait func(context.Context) error, path s
 		if now, serr := os.Stat(path); serr != nil || !os.SameFile(now, fi) {
 			return errors.New("the log was removed or replaced while tail -f followed it")
 		}
+		if check != nil {
+			if cerr := check(); cerr != nil {
+				return cerr
+			}
+		}
 		if !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
 	}
+}
+
+// segmentWatch tells tail -f that the files of the log it follows were
+// removed or replaced under it while its directory stayed: a Reader
+// waiting at the end of a segment it has open reads that file as it was,
+// and would wait for ever, or miss every record of a log created again in
+// the directory.
+type segmentWatch struct {
+	dir  string
+	name string      // the segment the Reader was in at the last look
+	fi   os.FileInfo // that segment's file then; nil if it was not there
+}
+
+// check looks at the segment r is in. Retention deletes a segment only
+// once a later one exists (never the last one), and a writer never
+// replaces a segment's file: a segment gone with no later segment, or a
+// different file at its name, is the log removed or replaced.
+func (w *segmentWatch) check(r *wal.Reader) error {
+	seg, _ := r.Position()
+	if seg == "" {
+		return nil // no segment yet
+	}
+	fi, err := os.Lstat(filepath.Join(w.dir, seg))
+	if seg != w.name {
+		w.name, w.fi = seg, nil
+		if err == nil {
+			w.fi = fi
+		}
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		first, ok := segmentFirst(seg)
+		segs, lerr := segmentFiles(w.dir)
+		if !ok || lerr != nil {
+			return nil // looked at again at the next check
+		}
+		for _, s := range segs {
+			if s.first > first {
+				return nil // deleted by retention: the Reader goes on to the next
+			}
+		}
+		return fmt.Errorf("segment %s, where tail -f was following the log, was removed and no later segment is there: the log's files were removed while tail -f followed it", seg)
+	case err != nil || w.fi == nil:
+		return nil
+	case !os.SameFile(w.fi, fi):
+		return fmt.Errorf("segment %s, where tail -f was following the log, was replaced by another file: the log was removed or replaced while tail -f followed it", seg)
+	}
+	return nil
+}
+
+// segmentFirst returns the first sequence number of the segment named
+// name, from its name.
+func segmentFirst(name string) (uint64, bool) {
+	digits, ok := strings.CutSuffix(name, ".seg")
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	s, err := strconv.ParseUint(digits, 10, 64)
+	return s, err == nil
 }

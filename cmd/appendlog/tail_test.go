@@ -173,11 +173,35 @@ func TestTailFollowRemoved(t *testing.T) {
 	smallLog(t, dir, 10)
 	file := filepath.Join(t.TempDir(), "shm")
 	shmAppend(t, file, 0, 10)
+	// The directory stays; its files go (and a new log is made in it):
+	// the Reader's open segment file reads as it was, so only a look at
+	// the files can tell.
+	emptied := filepath.Join(t.TempDir(), "log")
+	smallLog(t, emptied, 10)
+	recreated := filepath.Join(t.TempDir(), "log")
+	smallLog(t, recreated, 10)
+	removeFiles := func(dir string) error {
+		ents, err := os.ReadDir(dir)
+		for _, e := range ents {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+		return err
+	}
 	for _, tc := range []struct {
 		name, path string
 		remove     func() error
 	}{
 		{"dir", dir, func() error { return os.Rename(dir, dir+".old") }},
+		{"segments", emptied, func() error { return removeFiles(emptied) }},
+		{"segments-recreated", recreated, func() error {
+			if err := removeFiles(recreated); err != nil {
+				return err
+			}
+			smallLog(t, recreated, 20)
+			return nil
+		}},
 		{"shm", file, func() error {
 			m, err := filepath.Glob(file + "*")
 			for _, n := range m {
