@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/appendlog/appendlog/frame"
@@ -276,5 +278,31 @@ func TestPrintable(t *testing.T) {
 		if got := printable([]byte(tt.in)); got != tt.want {
 			t.Errorf("printable(%q) = %v, want %v", tt.in, got, tt.want)
 		}
+	}
+}
+
+// fullWriter fails every write, as standard output on a full disk does.
+type fullWriter struct{}
+
+func (fullWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+// TestOutputLost: a command whose output cannot be written fails with exit
+// status 1 naming the error, also where it prints a summary or a report
+// without checking the write (stat, verify, repair, help): exit status 0
+// would tell a script its report is there.
+func TestOutputLost(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "log")
+	smallLog(t, d, 20)
+	file := filepath.Join(t.TempDir(), "shm")
+	shmAppend(t, file, 0, 10)
+	for _, args := range [][]string{
+		{"stat", d}, {"stat", "--json", d}, {"verify", d}, {"repair", d}, {"dump", d}, {"dump", "--count", d},
+		{"tail", d}, {"verify", file}, {"shm", "verify", file}, {"dump", file}, {"tail", file}, {"stat", "--help"},
+	} {
+		var stderr bytes.Buffer
+		r := result{args: args, code: run(args, fullWriter{}, &stderr)}
+		r.stderr = stderr.String()
+		checkNoCrash(t, r)
+		expect(t, r, exitFailure, "no space left on device")
 	}
 }

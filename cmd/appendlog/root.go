@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 )
@@ -53,20 +54,27 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintln(stderr, "appendlog: missing command")
 		return exitUsage
 	}
+	out := &outWriter{w: stdout}
 	root.SetArgs(args)
-	root.SetOut(stdout)
+	root.SetOut(out)
 	root.SetErr(stderr)
 	cmd, err := root.ExecuteC()
+	name := "appendlog"
+	if cmd != nil {
+		name = cmd.CommandPath()
+	}
 	if err == nil {
+		if werr := out.Err(); werr != nil {
+			// Output the command printed without looking at the error
+			// (a summary, a report) was lost: not a success.
+			fmt.Fprintf(stderr, "%s: write output: %v\n", name, werr)
+			return exitFailure
+		}
 		return exitOK
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
-	}
-	name := "appendlog"
-	if cmd != nil {
-		name = cmd.CommandPath()
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", name, err)
 	var ue *usageError
@@ -75,6 +83,35 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// outWriter is the commands' standard output. It keeps the first write
+// error, so that output lost to a full disk or a closed file fails the
+// command even where it printed with fmt.Fprintf and did not look.
+type outWriter struct {
+	w  io.Writer
+	mu sync.Mutex
+	// err is the first write error. Protected by mu.
+	err error
+}
+
+func (o *outWriter) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if err != nil {
+		o.mu.Lock()
+		if o.err == nil {
+			o.err = err
+		}
+		o.mu.Unlock()
+	}
+	return n, err
+}
+
+// Err returns the first write error, or nil.
+func (o *outWriter) Err() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
 }
 
 func newRootCmd(started *bool) *cobra.Command {
