@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -156,6 +158,7 @@ func TestBadInputs(t *testing.T) {
 			steps: []step{
 				stp(1, "verify {D}", "damaged", "segment {NEXT}, byte offset 0", "segment is missing"),
 				stp(1, "dump --count {D}", "stopped after seq {BEFORE}", "segment is missing"),
+				stp(1, "stat --json {D}", "segment is missing"),
 				stp(1, "repair {D}", "--force", "segment is missing"),
 				stp(0, "repair --force {D}", "repaired", "{NEXT}", "Recorded a gap: {GAP} lost", "Created 1 segment holding only the gap of a missing segment: {MISSING}"),
 				stp(0, "verify --payloads {D}", "consistent", "{KEPT} records (seqs 1..6000)", "1 recorded gap", "{GAP} at byte offset 4096 of segment {MISSING}", "payloads check out"),
@@ -182,6 +185,7 @@ func TestBadInputs(t *testing.T) {
 			steps: []step{
 				stp(1, "verify {D}", "damaged", "segment {SEG}, byte offset {OFF}", "checksum mismatch"),
 				stp(1, "dump --count {D}", "stopped after seq {BEFORE}", "{SEG}", "checksum mismatch"),
+				stp(1, "stat --json {D}", "{SEG}", "checksum mismatch"),
 				stp(1, "repair {D}", "damaged in the middle of the log", "segment {SEG}, byte offset {OFF}", "repair --force {D}"),
 				stp(1, "verify {D}", "{SEG}"), // repair without --force changed nothing
 				stp(0, "repair --force {D}", "repaired", "Cut {FRAME} bytes from segment {SEG} at byte offset {OFF}; they are kept in {SEG}.cut-{OFF}",
@@ -263,12 +267,39 @@ func TestBadInputs(t *testing.T) {
 				for i, w := range st.want {
 					want[i] = subst(w)
 				}
-				expect(t, cli(t, args...), st.code, want...)
+				r := cli(t, args...)
+				expect(t, r, st.code, want...)
+				checkOutputKind(t, r)
 			}
 			if tt.reopen {
 				checkReopen(t, d)
 			}
 		})
+	}
+}
+
+// checkOutputKind checks what r printed on stdout against what its
+// command promises whatever happens: stat --json prints one JSON object
+// (on failure {"dir", "error"}), and dump --count prints a count only of a
+// log it read to the end.
+func checkOutputKind(t *testing.T, r result) {
+	t.Helper()
+	has := func(flag string) bool { return slices.Contains(r.args, flag) }
+	switch {
+	case len(r.args) > 0 && r.args[0] == "stat" && has("--json") && r.code != exitUsage:
+		var v map[string]any
+		dec := json.NewDecoder(strings.NewReader(r.stdout))
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("stat --json printed no JSON object (%v)\n%s", err, r)
+		}
+		if dec.More() {
+			t.Fatalf("stat --json printed more than one JSON object\n%s", r)
+		}
+		if msg, _ := v["error"].(string); r.code != 0 && msg == "" && v["cursors"] == nil && v["streams"] == nil {
+			t.Fatalf("stat --json failed without saying why in its JSON\n%s", r)
+		}
+	case len(r.args) > 0 && r.args[0] == "dump" && has("--count") && r.code != 0 && r.stdout != "":
+		t.Fatalf("dump --count that could not read the log printed a count %q\n%s", r.stdout, r)
 	}
 }
 

@@ -61,6 +61,9 @@ func TestDirectoryKinds(t *testing.T) {
 			stp(1, "dump --count {D}", notLog),
 			stp(1, "repair {D}", notLog),
 			stp(1, "repair --force {D}", notLog),
+			stp(1, "stat {D}", notLog),
+			stp(1, "stat --json {D}", notLog),
+			stp(1, "tail {D}", notLog),
 		}, true},
 		{"log", func(t *testing.T, d string) { smallLog(t, d, 50) }, []step{
 			stp(0, "verify {D}", "clean", "50 records"),
@@ -92,18 +95,35 @@ func TestDirectoryKinds(t *testing.T) {
 			stp(1, "dump {D}", "{D}/00000000000000000001.seg is a symbolic link"),
 			stp(1, "repair {D}", "{D}/00000000000000000001.seg is a symbolic link"),
 			stp(1, "repair --force {D}", "{D}/00000000000000000001.seg is a symbolic link"),
+			stp(1, "stat --json {D}", "{D}/00000000000000000001.seg is a symbolic link"),
 		}, false},
 		{"missing", func(t *testing.T, d string) {}, []step{
 			stp(1, "verify {D}", "{D}: no such directory"),
 			stp(1, "dump {D}", "{D}: no such directory"),
 			stp(1, "repair {D}", "{D}: no such directory"),
 			stp(1, "repair --force {D}", "{D}: no such directory"),
+			stp(1, "stat --json {D}", "{D}: no such directory"),
+			stp(1, "tail -f {D}", "{D}: no such directory"),
 		}, true},
+		{"symlink-loop", func(t *testing.T, d string) {
+			if err := os.Symlink(d, d); err != nil {
+				t.Fatal(err)
+			}
+		}, []step{
+			stp(1, "verify {D}", "{D}: too many levels of symbolic links"),
+			stp(1, "dump --count {D}", "{D}: too many levels of symbolic links"),
+			stp(1, "repair --force {D}", "{D}: too many levels of symbolic links"),
+			stp(1, "stat {D}", "{D}: too many levels of symbolic links"),
+			stp(1, "stat --json {D}", "{D}: too many levels of symbolic links"),
+			stp(1, "tail -f {D}", "{D}: too many levels of symbolic links"),
+			stp(1, "shm verify {D}", "{D}", "too many levels of symbolic links"),
+		}, false},
 		{"regular-file", func(t *testing.T, d string) { writeFile(t, d, []byte("not a log\n")) }, []step{
 			stp(1, "verify {D}", "{D}: not a directory"),
 			stp(1, "dump {D}", "{D}: not a directory"),
 			stp(1, "repair {D}", "{D}: not a directory"),
 			stp(1, "repair --force {D}", "{D}: not a directory"),
+			stp(1, "stat --json {D}", "{D}: not a directory"),
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,6 +141,7 @@ func TestDirectoryKinds(t *testing.T) {
 				r := runInProcess(args...)
 				checkNoCrash(t, r)
 				expect(t, r, st.code, want...)
+				checkOutputKind(t, r)
 				if st.code != 0 && strings.Contains(r.stderr, "wal:") {
 					t.Fatalf("the wal package's prefix reaches the user:\n%s", r)
 				}

@@ -35,7 +35,8 @@ on, or from sequence number --from on:
 The payload is printed as text when it is valid UTF-8 made of printable
 characters (no tabs, newlines or other control characters), else as
 lowercase hex; --hex prints every payload as hex, which is unambiguous.
-With --count, dump prints only the number of records from --from on. A
+With --count, dump prints only the number of records from --from on, and
+nothing when it cannot read the log to its end. A
 --from below the first record the log holds (the records before it were
 deleted by retention) is an error naming the first, exit status 1.
 
@@ -121,11 +122,15 @@ func runDump(stdout, stderr io.Writer, dir string, f *dumpFlags) (err error) {
 			return err
 		}
 	}
-	if f.count {
+	rerr := r.Err()
+	if f.count && rerr == nil {
+		// Only a count of the whole log: a read that stopped early prints
+		// none, as for a shared-memory log, rather than a number that
+		// looks like the log's.
 		fmt.Fprintf(bw, "%d\n", n)
 	}
 	ferr := bw.Flush()
-	if err := r.Err(); err != nil {
+	if err := rerr; err != nil {
 		if n == 0 {
 			return fmt.Errorf("%s: %w", dir, err)
 		}

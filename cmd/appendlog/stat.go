@@ -35,7 +35,9 @@ more may be durable.
 
 stat reads without locking and never changes the log, so it works while
 another process writes it (a record being written may then show as a torn
-tail). With --json it prints one JSON object.
+tail). With --json it prints one JSON object, also when stat fails: then
+{"dir": DIR, "error": MESSAGE}, the message also on stderr, exit status 1
+(a damaged cursor file is named in the report's cursor instead).
 
 DIR may also be a stream store (package stream, as "appendlog broker"
 leaves it): stat then describes each stream, its configuration and its
@@ -104,33 +106,57 @@ type statCursor struct {
 	Error     string `json:"error,omitempty"`
 }
 
+// statError is what stat --json prints when it cannot describe DIR: its
+// output is one JSON object on every path.
+type statError struct {
+	Dir   string `json:"dir"`
+	Error string `json:"error"`
+}
+
+// runStat describes dir. With asJSON, stdout gets one JSON object whatever
+// happens: the report, or a statError when there is none (the error also
+// goes to stderr, as without --json).
 func runStat(stdout io.Writer, dir string, asJSON bool) error {
+	printed, err := stat(stdout, dir, asJSON)
+	if err != nil && asJSON && !printed {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if werr := enc.Encode(statError{Dir: dir, Error: err.Error()}); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	return err
+}
+
+// stat is runStat but for a failure's JSON object; printed reports whether
+// it printed its report (or tried to).
+func stat(stdout io.Writer, dir string, asJSON bool) (printed bool, err error) {
 	if err := checkDir(dir); err != nil {
-		return err
+		return false, err
 	}
 	switch infos, isStore, err := describeStore(dir); {
 	case isStore && err == nil:
 		return runStoreStat(stdout, dir, infos, asJSON)
 	case isStore:
-		return fmt.Errorf("%s: a stream store whose metadata cannot be read: %s", dir, strings.TrimPrefix(err.Error(), "stream: "))
+		return false, fmt.Errorf("%s: a stream store whose metadata cannot be read: %s", dir, strings.TrimPrefix(err.Error(), "stream: "))
 	}
 	s, bad, err := statLog(dir)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(&s); err != nil {
-			return err
+			return true, err
 		}
 	} else {
 		printStat(stdout, &s)
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%s: %s", dir, strings.Join(bad, "; "))
+		return true, fmt.Errorf("%s: %s", dir, strings.Join(bad, "; "))
 	}
-	return nil
+	return true, nil
 }
 
 // statLog describes the log in dir; bad lists its damaged cursor files.
@@ -220,13 +246,13 @@ type streamStat struct {
 
 // runStoreStat describes every stream infos lists of the store in dir: its
 // configuration and its log, whose cursors are its groups' positions.
-func runStoreStat(stdout io.Writer, dir string, infos []stream.StreamInfo, asJSON bool) error {
+func runStoreStat(stdout io.Writer, dir string, infos []stream.StreamInfo, asJSON bool) (printed bool, err error) {
 	out := storeStat{Dir: dir, Streams: []streamStat{}}
 	var bad []string
 	for _, in := range infos {
 		ls, b, err := statLog(in.LogDir)
 		if err != nil {
-			return fmt.Errorf("stream %s: %w", in.Name, err)
+			return false, fmt.Errorf("stream %s: %w", in.Name, err)
 		}
 		for _, e := range b {
 			bad = append(bad, fmt.Sprintf("stream %s: %s", in.Name, e))
@@ -245,7 +271,7 @@ func runStoreStat(stdout io.Writer, dir string, infos []stream.StreamInfo, asJSO
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(&out); err != nil {
-			return err
+			return true, err
 		}
 	} else {
 		fmt.Fprintf(stdout, "store %s: %d %s\n", dir, len(out.Streams), plural(uint64(len(out.Streams)), "stream", "streams"))
@@ -262,9 +288,9 @@ func runStoreStat(stdout io.Writer, dir string, infos []stream.StreamInfo, asJSO
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%s: %s", dir, strings.Join(bad, "; "))
+		return true, fmt.Errorf("%s: %s", dir, strings.Join(bad, "; "))
 	}
-	return nil
+	return true, nil
 }
 
 // readMark reads the durable mark in a segment's header.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/appendlog/appendlog/frame"
 	"github.com/appendlog/appendlog/stream"
 )
 
@@ -54,6 +55,16 @@ func TestStoreDirNotALog(t *testing.T) {
 	// Each stream's log is a log.
 	expect(t, runInProcess("verify", logDir), exitOK, "clean", "10 records")
 	expect(t, runInProcess("dump", "--count", logDir), exitOK, "10\n")
+	// A damaged stream: stat fails naming it, and --json still prints one
+	// JSON object.
+	segs := segments(t, logDir)
+	flipByte(t, filepath.Join(logDir, segs[0]), frame.FileHeaderSize+frame.HeaderSize+1)
+	for _, args := range [][]string{{"stat", d}, {"stat", "--json", d}} {
+		r := runInProcess(args...)
+		checkNoCrash(t, r)
+		expect(t, r, exitFailure, "stream orders", segs[0])
+		checkOutputKind(t, r)
+	}
 }
 
 // snapshot describes every file under dir: name, size, mode, modification
