@@ -71,6 +71,7 @@ func TestDirectoryKinds(t *testing.T) {
 			stp(0, "dump {D}", "50\trecord 49\n"),
 			stp(0, "repair {D}", "nothing to repair"),
 			stp(0, "repair --force {D}", "nothing to repair"),
+			stp(1, "shm verify {D}", "{D}: a directory, not a shared-memory log file", "appendlog verify {D}"),
 		}, false},
 		{"log-and-foreign", func(t *testing.T, d string) {
 			smallLog(t, d, 50)
@@ -104,7 +105,15 @@ func TestDirectoryKinds(t *testing.T) {
 			stp(1, "repair --force {D}", "{D}: no such directory"),
 			stp(1, "stat --json {D}", "{D}: no such directory"),
 			stp(1, "tail -f {D}", "{D}: no such directory"),
+			stp(1, "shm verify {D}", "{D}: no such file"),
 		}, true},
+		{"shm-file", func(t *testing.T, d string) { shmAppend(t, d, 0, 5) }, []step{
+			stp(0, "verify {D}", "5 records"),
+			stp(0, "shm verify {D}", "5 records"),
+			stp(1, "stat {D}", "{D}: a shared-memory log file, not a log directory", "appendlog verify {D}"),
+			stp(1, "stat --json {D}", "{D}: a shared-memory log file, not a log directory"),
+			stp(1, "repair {D}", "{D}: a shared-memory log file, not a log directory"),
+		}, false},
 		{"symlink-loop", func(t *testing.T, d string) {
 			if err := os.Symlink(d, d); err != nil {
 				t.Fatal(err)

@@ -211,8 +211,25 @@ func checkDir(dir string) error {
 		return fmt.Errorf("%s: no such directory", dir)
 	case err != nil:
 		return err
+	case !fi.IsDir() && hasShmHeader(dir):
+		return fmt.Errorf("%s: a shared-memory log file, not a log directory: \"appendlog verify %s\" checks it, \"appendlog dump %s\" prints it", dir, dir, dir)
 	case !fi.IsDir():
 		return fmt.Errorf("%s: not a directory (want a log directory holding *.seg files)", dir)
+	}
+	return nil
+}
+
+// checkShmFile reports a clear error when path does not exist or is a
+// directory, before package shmlog is asked to open it.
+func checkShmFile(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%s: no such file", path)
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return fmt.Errorf("%s: a directory, not a shared-memory log file (\"appendlog verify %s\" checks a log directory)", path, path)
 	}
 	return nil
 }

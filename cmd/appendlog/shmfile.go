@@ -18,19 +18,18 @@ import (
 // shmlog.OpenReader checks it. verify, dump and tail read such a file with
 // package shmlog instead of package wal.
 func isShmFile(path string) bool {
-	fi, err := os.Stat(path)
-	if err != nil || !fi.Mode().IsRegular() {
+	f, ok := openRegular(path)
+	if !ok {
 		return false
 	}
-	f, err := os.Open(path)
-	if err != nil {
+	if f == nil {
 		// A file that cannot be read (permissions): shmlog's open names
 		// the file and the reason, where "not a directory" would mislead.
 		return true
 	}
 	defer f.Close()
-	b := make([]byte, frame.FileHeaderSize)
-	if _, err := io.ReadFull(f, b); err != nil {
+	b, ok := readFileHeader(f)
+	if !ok {
 		return false
 	}
 	h, err := frame.DecodeFileHeader(b)
@@ -43,9 +42,50 @@ func isShmFile(path string) bool {
 	return h.Kind == frame.FileShm
 }
 
+// hasShmHeader reports whether path is a regular file with the intact
+// header of a shared-memory log file.
+func hasShmHeader(path string) bool {
+	f, _ := openRegular(path)
+	if f == nil {
+		return false
+	}
+	defer f.Close()
+	b, ok := readFileHeader(f)
+	if !ok {
+		return false
+	}
+	h, err := frame.DecodeFileHeader(b)
+	return err == nil && h.Kind == frame.FileShm
+}
+
+// openRegular opens path if it is a regular file. ok reports whether it
+// is one; f is nil if it is not, or cannot be opened.
+func openRegular(path string) (f *os.File, ok bool) {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, false
+	}
+	f, err = os.Open(path)
+	if err != nil {
+		return nil, true
+	}
+	return f, true
+}
+
+// readFileHeader reads the bytes of an appendlog file header at the
+// start of f; ok is false if f is shorter or cannot be read.
+func readFileHeader(f *os.File) (b []byte, ok bool) {
+	b = make([]byte, frame.FileHeaderSize)
+	_, err := io.ReadFull(f, b)
+	return b, err == nil
+}
+
 // runShmVerify checks every file and record of the shared-memory log at
 // path; "appendlog shm verify FILE" and "appendlog verify FILE" run it.
 func runShmVerify(stdout io.Writer, path string) error {
+	if err := checkShmFile(path); err != nil {
+		return err
+	}
 	st, err := shmlog.Verify(path, nil)
 	if err != nil {
 		return err
