@@ -132,9 +132,9 @@ func runDump(stdout, stderr io.Writer, dir string, f *dumpFlags) (err error) {
 	ferr := bw.Flush()
 	if err := rerr; err != nil {
 		if n == 0 {
-			return fmt.Errorf("%s: %w", dir, err)
+			return fmt.Errorf("%s: %w", dir, unprefixed(err))
 		}
-		return fmt.Errorf("%s: stopped after seq %d (%d records): %w", dir, last, n, err)
+		return fmt.Errorf("%s: stopped after seq %d (%d records): %w", dir, last, n, unprefixed(err))
 	}
 	if t := r.Torn(); t != nil {
 		fmt.Fprintf(stderr, "appendlog dump: %s: the log ends in a torn tail (%d bytes at byte offset %d of segment %s) that opening it would cut\n",

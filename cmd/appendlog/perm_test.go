@@ -81,16 +81,29 @@ func TestUnreadable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	run := asOther(t, base)
+	// A log whose directory may be read but one segment not.
+	segDir := filepath.Join(base, "seglog")
+	smallLog(t, segDir, 3000)
+	segs := segments(t, segDir)
+	if len(segs) < 2 {
+		t.Fatalf("want 2 segments or more, got %v", segs)
+	}
+	if err := os.Chmod(filepath.Join(segDir, segs[1]), 0); err != nil {
+		t.Fatal(err)
+	}
+	run := asOther(t, base, segDir)
 	if r := run("verify", dir); r.code == 0 {
 		t.Skipf("the user the test runs as reads a directory of mode 0:\n%s", r)
 	}
 	for _, args := range [][]string{
 		{"verify", file}, {"dump", file}, {"tail", file}, {"shm", "verify", file},
 		{"verify", dir}, {"dump", dir}, {"tail", dir}, {"stat", dir}, {"repair", dir},
+		{"verify", segDir}, {"dump", segDir}, {"dump", "--count", segDir}, {"tail", "--from", "1", segDir},
+		{"tail", "-n", "3000", segDir}, {"stat", "--json", segDir},
 	} {
 		r := run(args...)
 		expect(t, r, exitFailure, args[len(args)-1], "permission denied")
+		checkOutputKind(t, r)
 		for _, bad := range []string{"not a directory", "stream store", "wal:"} {
 			if strings.Contains(r.stderr, bad) {
 				t.Fatalf("says %q:\n%s", bad, r)

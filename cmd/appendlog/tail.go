@@ -185,7 +185,7 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, from, 
 			}
 			continue
 		case err != nil:
-			return fmt.Errorf("%s: stopped before seq %d: %w", dir, r.NextSeq(), err)
+			return fmt.Errorf("%s: stopped before seq %d: %w", dir, r.NextSeq(), unprefixed(err))
 		}
 		if !f.follow {
 			if t := r.Torn(); t != nil {
@@ -197,13 +197,13 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, from, 
 		// Look at the segment now, as the Reader stops in it: the file
 		// at its name is then the one the Reader has open.
 		if err := segs.check(r); err != nil {
-			return fmt.Errorf("%s: %w", dir, err)
+			return fmt.Errorf("%s: %w", dir, unprefixed(err))
 		}
 		if err := waitFollowing(ctx, r.Wait, dir, fi, func() error { return segs.check(r) }); err != nil {
 			if ctx.Err() != nil {
 				return nil // interrupted: a normal end
 			}
-			return fmt.Errorf("%s: %w", dir, err)
+			return fmt.Errorf("%s: %w", dir, unprefixed(err))
 		}
 	}
 }
@@ -325,7 +325,7 @@ func segmentRuns(dir string, first, limit uint64) ([]seqRun, uint64, error) {
 				continue
 			}
 			if err := r.Err(); err != nil {
-				return nil, 0, fmt.Errorf("%s: stopped before seq %d: %w", dir, r.NextSeq(), err)
+				return nil, 0, fmt.Errorf("%s: stopped before seq %d: %w", dir, r.NextSeq(), unprefixed(err))
 			}
 			return runs, r.NextSeq(), nil
 		}

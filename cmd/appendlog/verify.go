@@ -170,7 +170,7 @@ func checkPayloads(dir string, rep *wal.VerifyReport) (string, error) {
 	}
 	if want < rep.NextSeq {
 		if err := r.Err(); err != nil {
-			return "", fmt.Errorf("%s: read payloads after seq %d: %w", dir, want-1, err)
+			return "", fmt.Errorf("%s: read payloads after seq %d: %w", dir, want-1, unprefixed(err))
 		}
 		return "", fmt.Errorf("%s: reader stopped at seq %d, verify counted records up to seq %d", dir, want, rep.NextSeq-1)
 	}
@@ -237,6 +237,21 @@ func describeVerifyError(dir string, err error) error {
 	// A log in use (wal.ErrInUse), or one that cannot be read: the wal
 	// package's message without its prefix.
 	return fmt.Errorf("%s: %s", dir, strings.TrimPrefix(err.Error(), "wal: "))
+}
+
+// unprefixedError is an error from the wal package without its "wal: "
+// prefix, which the message's own prefix (the directory) replaces.
+type unprefixedError struct{ err error }
+
+func (e *unprefixedError) Error() string { return strings.TrimPrefix(e.err.Error(), "wal: ") }
+func (e *unprefixedError) Unwrap() error { return e.err }
+
+// unprefixed returns err without the wal package's prefix in its message.
+func unprefixed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &unprefixedError{err}
 }
 
 func describeCorruption(ce *wal.CorruptionError) string {
