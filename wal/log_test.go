@@ -947,3 +947,83 @@ func TestSealAfterFailedSyncDoesNotRetry(t *testing.T) {
 		t.Errorf("WaitDurable acknowledged a record whose fdatasync failed")
 	}
 }
+
+// TestMarkAfterInlineSync: a lone waiter's sync (engine.SyncInline) is in
+// flight when the flusher makes a pass, so the sink's TickIn has no mark
+// due yet; the log then goes quiet. The sync's end must bring the flusher
+// round, as the end of one on its syncer does, so that the mark covering
+// the record is written within about the mark interval. A round whose
+// held sync was the flusher's is run again.
+func TestMarkAfterInlineSync(t *testing.T) {
+	for range 20 {
+		if markAfterInlineSync(t) {
+			return
+		}
+	}
+	t.Fatal("in 20 rounds the wait never ran its sync itself")
+}
+
+// markAfterInlineSync runs one round of TestMarkAfterInlineSync and
+// reports whether the held sync ran on the waiter's goroutine.
+func markAfterInlineSync(t *testing.T) (inline bool) {
+	dir := t.TempDir()
+	release := make(chan struct{})
+	held := make(chan struct{})
+	var gate sync.Once
+	var armed atomic.Bool // after Open, which syncs its new segment
+	fsys := vfs.WithFaults(vfs.OS(), func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if op == vfs.OpSync && armed.Load() && strings.HasSuffix(name, segSuffix) {
+			gate.Do(func() {
+				close(held)
+				<-release // hold the first segment sync until told
+			})
+		}
+		return n, nil
+	})
+	o := WithMarkEvery(WithFS(Options{Sync: SyncNever}, fsys), 5*time.Millisecond)
+	l := mustOpen(t, dir, &o)
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer func() {
+		free()
+		noErr(t, l.Close())
+	}()
+	armed.Store(true)
+	seq, err := l.Append(bytes.Repeat([]byte("r"), 100))
+	noErr(t, err)
+	done := make(chan error, 1)
+	go func() { done <- l.WaitDurable(context.Background(), seq) }()
+	<-held
+	// Bring the flusher round while the sync is held, and let it go idle.
+	ch := l.eng.Progress()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	noErr(t, l.Flush(ctx))
+	for !l.eng.Idle() {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatal("the flusher did not go idle while the sync was held")
+		}
+		ch = l.eng.Progress()
+	}
+	free()
+	noErr(t, <-done)
+	if l.Stats().InlineSyncs == 0 {
+		return false
+	}
+	f, err := vfs.OS().OpenFile(filepath.Join(dir, segmentName(1)), os.O_RDONLY, 0)
+	noErr(t, err)
+	defer f.Close()
+	var m frame.Mark
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		var b [frame.MarkSize]byte
+		_, err := f.ReadAt(b[:], frame.MarkOffset)
+		noErr(t, err)
+		if m, _ = frame.DecodeMark(b[:]); m.NextSeq > seq {
+			return true
+		}
+	}
+	t.Fatalf("mark %+v two seconds after seq %d was durable on a quiet log", m, seq)
+	return true
+}

@@ -960,8 +960,11 @@ func (e *Engine) SyncInline(pos uint64) bool {
 	e.syncBusy.Store(false)
 	e.progress.Broadcast()
 	// The flusher skips a sync it wants while this one runs (see flush),
-	// and a closing flusher waits for it (finished): bring it round.
-	if err != nil || e.waiters.Load() != 0 || e.syncReq.Load() > w || e.tail.Load()&closedBit != 0 {
+	// a TimedSink's TickIn may want a call now that it ended (a durable
+	// mark), and a closing flusher waits for it (finished): bring it
+	// round, as the syncer does.
+	_, timed := e.sink.(TimedSink)
+	if err != nil || timed || e.waiters.Load() != 0 || e.syncReq.Load() > w || e.tail.Load()&closedBit != 0 {
 		e.wake()
 	}
 	return err == nil
