@@ -960,11 +960,11 @@ func (e *Engine) SyncInline(pos uint64) bool {
 	e.syncBusy.Store(false)
 	e.progress.Broadcast()
 	// The flusher skips a sync it wants while this one runs (see flush),
-	// a TimedSink's TickIn may want a call now that it ended (a durable
-	// mark), and a closing flusher waits for it (finished): bring it
-	// round, as the syncer does.
+	// its policy's included (see wakeAfter), a TimedSink's TickIn may want
+	// a call now that it ended (a durable mark), and a closing flusher
+	// waits for it (finished): bring it round, as the syncer does.
 	_, timed := e.sink.(TimedSink)
-	if err != nil || timed || e.waiters.Load() != 0 || e.syncReq.Load() > w || e.tail.Load()&closedBit != 0 {
+	if err != nil || timed || e.waiters.Load() != 0 || e.syncReq.Load() > w || e.written.Load() > w || e.tail.Load()&closedBit != 0 {
 		e.wake()
 	}
 	return err == nil

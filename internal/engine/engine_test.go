@@ -1203,7 +1203,7 @@ func TestWakeAfter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.FlushInterval = DefaultFlushInterval
 			tc.cfg.FlushBytes = 1 << 20
-			f := &flusher{cfg: &tc.cfg, lastSync: now.Add(-tc.lastSync)}
+			f := &flusher{e: new(Engine), cfg: &tc.cfg, lastSync: now.Add(-tc.lastSync)}
 			if tc.dataSince != 0 {
 				f.dataSince = now.Add(-tc.dataSince)
 			}

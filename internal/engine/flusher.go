@@ -388,9 +388,10 @@ func (f *flusher) wakeAfter(p plan, pos, w, s uint64) time.Duration {
 	if pending {
 		d = min(cfg.FlushInterval, f.pace.next(pos, p.now, uint64(cfg.FlushBytes)))
 	}
-	// A sync in flight brings the loop round when it completes: the next
-	// one cannot start before, so its due time is no reason to wake.
-	if (pending || w > s) && !f.dataSince.IsZero() && !f.syncing() {
+	// A sync in flight, the syncer's or SyncInline's, brings the loop
+	// round when it completes: the next one cannot start before, so its
+	// due time is no reason to wake.
+	if (pending || w > s) && !f.dataSince.IsZero() && !f.e.syncBusy.Load() {
 		switch cfg.Sync {
 		case SyncBatch:
 			d = minDur(d, cfg.BatchAge-p.now.Sub(f.dataSince))

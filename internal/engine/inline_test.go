@@ -425,3 +425,78 @@ func TestCheckSinkIsPlain(t *testing.T) {
 		t.Fatal("newCheck(pipelined=false) made a PipelinedSink")
 	}
 }
+
+// TestSyncInlinePolicyWaitsForIt: while a lone waiter's sync runs, with
+// bytes written after it began and the sync policy due for them, the
+// flusher waits for the sync to end, as it does for its syncer's, rather
+// than make a pass again and again to find it still running; its end
+// brings the flusher round to sync those bytes as the policy says. A
+// round whose held sync was the flusher's (its batch timer fired first)
+// is run again.
+func TestSyncInlinePolicyWaitsForIt(t *testing.T) {
+	for range 20 {
+		if policyWaits(t) {
+			return
+		}
+	}
+	t.Fatal("in 20 rounds the first wait never ran its sync itself")
+}
+
+// policyWaits runs one round of TestSyncInlinePolicyWaitsForIt and reports
+// whether the held sync ran on the waiter's goroutine.
+func policyWaits(t *testing.T) (inline bool) {
+	var parks atomic.Int64
+	cfg := Config{Size: MinSize, Sync: SyncBatch, BatchBytes: 1 << 20, BatchAge: time.Millisecond}
+	cfg.onPark = func(p bool) {
+		if p {
+			parks.Add(1)
+		}
+	}
+	e, s := newCheck(t, true, cfg)
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer func() {
+		free()
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+		s.closed.Store(true)
+	}()
+	s.hold <- release
+	c := commitN(t, e, 100)
+	done := make(chan error, 1)
+	go func() { done <- e.WaitSynced(context.Background(), c.Pos+100) }()
+	for deadline := time.Now().Add(_guard); len(s.hold) != 0; time.Sleep(20 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not after %v: the first sync under way", _guard)
+		}
+	}
+	c2 := commitN(t, e, 100)
+	ctx, cancel := context.WithTimeout(context.Background(), _guard)
+	defer cancel()
+	if err := e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// BatchAge passes for the second record while the sync is held.
+	time.Sleep(10 * cfg.BatchAge)
+	p0 := parks.Load()
+	time.Sleep(50 * time.Millisecond)
+	passes := parks.Load() - p0
+	free()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if e.Stats().InlineSyncs == 0 {
+		return false // the held sync was the flusher's
+	}
+	if passes > 20 {
+		t.Errorf("the flusher made %d passes while a sync it could not start waited for the inline one", passes)
+	}
+	for deadline := time.Now().Add(_guard); e.Synced() < c2.Pos+100; time.Sleep(50 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not after %v: the second record synced by the batch policy (synced %d, want %d)", _guard, e.Synced(), c2.Pos+100)
+		}
+	}
+	return true
+}
