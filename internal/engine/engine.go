@@ -1050,6 +1050,9 @@ type Stats struct {
 func (e *Engine) Stats() Stats {
 	// Loaded in the order opposite to the one they advance in, so that a
 	// snapshot never shows Synced > Written or Written > Claimed.
+	// inlineSyncs before syncs: SyncInline counts in the other order, so
+	// a snapshot never shows more inline syncs than syncs.
+	inline := e.stats.inlineSyncs.Load()
 	synced := e.synced.Load()
 	written := e.written.Load()
 	pos, _ := e.Tail()
@@ -1059,7 +1062,7 @@ func (e *Engine) Stats() Stats {
 		Synced:       synced,
 		Flushes:      e.stats.flushes.Load(),
 		Syncs:        e.stats.syncs.Load(),
-		InlineSyncs:  e.stats.inlineSyncs.Load(),
+		InlineSyncs:  inline,
 		BlockedWaits: e.stats.blockedWait.Load(),
 		Blocked:      time.Duration(e.stats.blockedNS.Load()),
 	}
