@@ -934,16 +934,27 @@ func (e *Engine) SyncInline(pos uint64) bool {
 	}
 	w := e.written.Load()
 	var err error
+	tick := false // a TimedSink wants a call before the flusher would make one
 	if ps, ok := e.sink.(PipelinedSink); ok {
 		e.syncBusy.Store(true)
 		fn := ps.PrepareSync()
 		e.sinkMu.Unlock()
 		err = fn()
+		if err == nil {
+			// The flusher may have looked at TickIn during the sync
+			// (it then holds the lock, or held it): see tickUncovered.
+			if tick = !e.sinkMu.TryLock(); !tick {
+				tick = e.tickUncovered()
+				e.sinkMu.Unlock()
+			}
+		}
 	} else {
 		// Failed before the lock is released: the flusher, which may
 		// take it next, must not sync again.
 		if err = e.sink.Sync(); err != nil {
 			e.fail(err)
+		} else {
+			tick = e.tickUncovered()
 		}
 		e.sinkMu.Unlock()
 	}
@@ -960,14 +971,31 @@ func (e *Engine) SyncInline(pos uint64) bool {
 	e.syncBusy.Store(false)
 	e.progress.Broadcast()
 	// The flusher skips a sync it wants while this one runs (see flush),
-	// its policy's included (see wakeAfter), a TimedSink's TickIn may want
-	// a call now that it ended (a durable mark), and a closing flusher
-	// waits for it (finished): bring it round, as the syncer does.
-	_, timed := e.sink.(TimedSink)
-	if err != nil || timed || e.waiters.Load() != 0 || e.syncReq.Load() > w || e.written.Load() > w || e.tail.Load()&closedBit != 0 {
+	// its policy's included (see wakeAfter), a TimedSink may want a call
+	// sooner than the flusher's timer comes (a durable mark), and a
+	// closing flusher waits for it (finished): bring it round.
+	if err != nil || tick || e.waiters.Load() != 0 || e.syncReq.Load() > w || e.written.Load() > w || e.tail.Load()&closedBit != 0 {
 		e.wake()
 	}
 	return err == nil
+}
+
+// tickUncovered reports whether a TimedSink wants its TimedTick more than
+// FlushInterval before the parked flusher will come round (its due time,
+// see park): a sync gives the sink work for later (the wal's durable
+// mark), and the flusher's last look at TickIn came before the sync ended.
+// A flusher that made its pass while an inline sync ran comes round within
+// FlushInterval (see sleep), so a lone writer syncing again and again does
+// not wake it after every sync, which would cost a wake-up and a contended
+// sink lock per sync. REQUIRES: sinkMu held.
+func (e *Engine) tickUncovered() bool {
+	ts, ok := e.sink.(TimedSink)
+	if !ok {
+		return false
+	}
+	now := e.now()
+	d := ts.TickIn(now)
+	return d >= 0 && e.nanos(now)+int64(d)+int64(e.cfg.FlushInterval) < e.due.Load()
 }
 
 // StoreMax raises a to v unless it already holds v or more: a counter that

@@ -352,6 +352,12 @@ func (f *flusher) sleep(p plan, progressed bool) {
 		if t := f.timed.TickIn(p.now); t >= 0 {
 			d = minDur(d, t)
 		}
+		if e.syncBusy.Load() && !f.syncing() {
+			// An inline sync runs: TickIn cannot see what its end gives
+			// the sink to do. Look again within FlushInterval, which
+			// spares the sync's end a wake-up (see tickUncovered).
+			d = minDur(d, f.cfg.FlushInterval)
+		}
 	}
 	if d >= 0 {
 		f.arm(p.now, d)
