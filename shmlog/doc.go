@@ -120,6 +120,9 @@
 //     claim below T by a live process has written its W, so the zero words
 //     from o up to the next non-zero word below min(T, C) belong to dead
 //     claimers: CAS W at o from 0 to one padding frame over that range.
+//     The word at o+8 may hold o's position instead of zero: whoever pads
+//     (step 4, a reader, a recovering Open) stores seq before W, and may
+//     have been killed between the two.
 //     Waiting for left ≥ E, not for a moment with no claim in flight, means
 //     busy live writers cannot starve the reader.
 //

@@ -286,5 +286,24 @@ var _crc4 = func() (t [4][256]uint32) {
 	return t
 }()
 
+// deadClaimEnd returns where the dead claim at data offset off (position
+// pos, header word 0) ends, at most end: at the first non-zero word after
+// it, the next frame's header. The word at off+8 may be the claim's seq:
+// whoever pads a claim over (a writer whose claim crosses the end of the
+// file, a Reader, a recovering Open) stores the seq before the header
+// word, and may be killed between the two. It is no frame's header, as no
+// frame is 8 bytes. word loads the data word at an offset.
+// REQUIRES: off+16 ≤ the data size (the word at off+8 is in the file).
+func deadClaimEnd(word func(o uint64) uint64, off, pos, end uint64) uint64 {
+	x := off + 8
+	if word(x) == pos {
+		x += 8
+	}
+	for x < end && word(x) == 0 {
+		x += 8
+	}
+	return x
+}
+
 // putSeq stores a frame's seq (its position) in b[0:8].
 func putSeq(b []byte, pos uint64) { binary.LittleEndian.PutUint64(b, pos) }

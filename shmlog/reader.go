@@ -280,10 +280,7 @@ func (r *Reader) stalled(w uint64) (bool, error) {
 		if !r.f.backed(end) {
 			return false, r.f.pastEnd(r.off, end-r.off)
 		}
-		x := r.off + 8
-		for x < end && sys.Uint64At(r.f.m, _hdrSize+int(x)).Load() == 0 {
-			x += 8
-		}
+		x := deadClaimEnd(func(o uint64) uint64 { return sys.Uint64At(r.f.m, _hdrSize+int(o)).Load() }, r.off, pos, end)
 		if x-r.off < frame.HeaderSize {
 			return false, corrupt(r.f.name, int64(at), fmt.Errorf("%w: %d-byte hole", ErrFrame, x-r.off))
 		}

@@ -49,10 +49,7 @@ scan:
 		at := _hdrSize + int(off)
 		w := word(off)
 		if w == 0 {
-			x := off + 8
-			for x < tail && word(x) == 0 {
-				x += 8
-			}
+			x := deadClaimEnd(word, off, pos, tail)
 			if x >= tail {
 				break // zeros up to the tail: claims whose writers died, and the end
 			}
