@@ -1,5 +1,7 @@
 package shmlog
 
+import "os"
+
 // HeaderSize is the size of a file's header page.
 const HeaderSize = _hdrSize
 
@@ -13,3 +15,6 @@ func DecodeHeader(name string, b []byte) (capacity, index uint64, err error) {
 
 // SetBeforeHeader makes every claim run fn before writing its header.
 func (l *Log) SetBeforeHeader(fn func()) { l.beforeHeader = fn }
+
+// SetFdatasync makes Sync call fn in place of fdatasync(2).
+func (l *Log) SetFdatasync(fn func(*os.File) error) { l.fdatasync = fn }

@@ -84,6 +84,7 @@ type Log struct {
 	// beforeHeader, if not nil, runs between a claim and its header CAS
 	// (test seam).
 	beforeHeader func()
+	fdatasync    func(*os.File) error // sys.Fdatasync (test seam)
 
 	lockf *os.File // path.lock: exclusive while joining, rolling, closing
 	f0    *os.File // file 0: shared flock for the Log's lifetime
@@ -238,7 +239,7 @@ func Open(path string, o *Options) (*Log, error) {
 		// Every process maps the files read-write, their creator too.
 		return nil, fmt.Errorf("shmlog: Perm %v: want permission bits that let the owner read and write", opts.Perm)
 	}
-	l := &Log{path: path, o: opts, alive: processAlive}
+	l := &Log{path: path, o: opts, alive: processAlive, fdatasync: sys.Fdatasync}
 	if err := l.open(); err != nil {
 		l.release()
 		return nil, err
@@ -639,8 +640,17 @@ func (l *Log) Sync(ctx context.Context) error {
 	if cur == nil {
 		return ErrClosed
 	}
+	// A file still mapped may take commits after this Sync syncs it: a
+	// Reservation in a file appends rolled past holds it mapped until its
+	// Commit. The next Sync starts from the lowest such file, so it covers
+	// them; a file unmapped now took its last commit before.
 	l.mu.Lock()
-	from := l.mu.synced
+	from, low := l.mu.synced, cur.idx
+	for _, f := range l.mu.files {
+		if !f.unmapped.Load() {
+			low = min(low, f.idx)
+		}
+	}
 	l.mu.Unlock()
 	for i := from; i <= cur.idx; i++ {
 		if err := ctx.Err(); err != nil {
@@ -654,7 +664,7 @@ func (l *Log) Sync(ctx context.Context) error {
 			f.Close()
 			return fmt.Errorf("shmlog: sync: %w", err)
 		}
-		err = sys.Fdatasync(f)
+		err = l.fdatasync(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("shmlog: sync: %w", err)
@@ -667,8 +677,8 @@ func (l *Log) Sync(ctx context.Context) error {
 		l.dirSynced.Store(true)
 	}
 	l.mu.Lock()
-	if l.mu.synced < cur.idx {
-		l.mu.synced = cur.idx
+	if l.mu.synced < low {
+		l.mu.synced = low
 	}
 	l.mu.Unlock()
 	return nil
