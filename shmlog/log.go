@@ -609,10 +609,13 @@ func (l *Log) roll(idx uint64) error {
 	defer sys.Unlock(l.lockf)
 	active := l.hdr.active()
 	if a := active.Load(); a == idx {
-		if _, err := os.Stat(fileName(l.path, idx+1)); errors.Is(err, fs.ErrNotExist) {
-			if err := createFile(l.path, params{capacity: l.capacity, index: idx + 1}, l.o.Perm); err != nil {
-				return fmt.Errorf("shmlog: roll to file %d: %w", idx+1, err)
-			}
+		// No process of this log maps file idx+1 before active names it, so
+		// a file there is not this log's: one a roll that died before
+		// moving active made, or a file of an older log at this path
+		// (perhaps still appended to by that log's Logs). createFile
+		// renames a new file over it.
+		if err := createFile(l.path, params{capacity: l.capacity, index: idx + 1}, l.o.Perm); err != nil {
+			return fmt.Errorf("shmlog: roll to file %d: %w", idx+1, err)
 		}
 		active.CompareAndSwap(idx, idx+1)
 	}

@@ -1,0 +1,60 @@
+package shmlog_test
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/appendlog/appendlog/shmlog"
+)
+
+// TestStaleNextFile: a new log made at a path whose file 0 was removed
+// while a later file of the old log was left (or is still in use by a Log
+// of the old log) must not roll into that file: its records would show up
+// in the new log, and two logs would append to one file.
+func TestStaleNextFile(t *testing.T) {
+	path := logPath(t)
+	o := &shmlog.Options{MaxFileSize: 8192}
+	old, err := shmlog.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	for old.Stats().ActiveFile == 0 {
+		if _, err := old.Append([]byte("old")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{path, path + ".lock"} {
+		if err := os.Remove(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := shmlog.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for l.Stats().ActiveFile == 0 || n%10 != 0 {
+		if _, err := l.Append([]byte("new")); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	// The old Log appends on in the file it has.
+	for range 5 {
+		if _, err := old.Append([]byte("old")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	st, err := shmlog.Verify(path, func(r shmlog.Record) error {
+		if !bytes.Equal(r.Payload, []byte("new")) {
+			t.Errorf("record %#x of the new log: %q", r.Pos, r.Payload)
+		}
+		return nil
+	})
+	if err != nil || st.Records != uint64(n) {
+		t.Fatalf("Verify: %+v, %v; want %d records", st, err, n)
+	}
+}
