@@ -194,15 +194,8 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("stream: open %s: %w", dir, err)
 	}
 	marker := filepath.Join(dir, _storeFile)
-	if !slices.Contains(names, _storeFile) {
-		// What a Create killed before it wrote STORE leaves: the lock,
-		// the streams directory and STORE's temporary file. Creating
-		// the store again overwrites the temporary file.
-		for _, n := range names {
-			if n != _lockFile && n != _streamsDir && n != _storeFile+_tmpSuffix {
-				return nil, fmt.Errorf("%w: %s holds %q and no %s file", ErrNotStore, dir, n, _storeFile)
-			}
-		}
+	if err := checkUnmade(fsys, dir, names); err != nil {
+		return nil, err
 	}
 	holder := fmt.Sprintf("pid %d", os.Getpid())
 	lock, err := fsys.Lock(filepath.Join(dir, _lockFile), holder)
@@ -212,6 +205,16 @@ func Open(dir string, opts *Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("stream: open %s: lock: %w", dir, err)
 	}
+	// Again under the lock: another Store may have made the store, or
+	// streams in it, since the first look.
+	names, err = fsys.List(dir)
+	if err == nil {
+		err = checkUnmade(fsys, dir, names)
+	}
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
 	st := &Store{dir: dir, opts: o, fsys: fsys, lock: lock}
 	if err := st.load(marker, slices.Contains(names, _storeFile)); err != nil {
 		lock.Close()
@@ -220,6 +223,35 @@ func Open(dir string, opts *Options) (*Store, error) {
 	st.stop, st.done, st.closed = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go st.janitor()
 	return st, nil
+}
+
+// checkUnmade checks a store directory dir holding names but no STORE
+// file: it may hold only what an Open killed before it wrote STORE left,
+// the lock, an empty streams directory and STORE's temporary file (which
+// creating the store again overwrites). Anything else, a file in streams
+// among them, is not the store's: ErrNotStore, before Open writes or
+// removes anything. With a STORE file it checks nothing.
+func checkUnmade(fsys vfs.FS, dir string, names []string) error {
+	if slices.Contains(names, _storeFile) {
+		return nil
+	}
+	for _, n := range names {
+		if n != _lockFile && n != _streamsDir && n != _storeFile+_tmpSuffix {
+			return fmt.Errorf("%w: %s holds %q and no %s file", ErrNotStore, dir, n, _storeFile)
+		}
+	}
+	if !slices.Contains(names, _streamsDir) {
+		return nil
+	}
+	sdir := filepath.Join(dir, _streamsDir)
+	ents, err := fsys.List(sdir)
+	if err != nil {
+		return fmt.Errorf("stream: open %s: %w", dir, err)
+	}
+	if len(ents) > 0 {
+		return fmt.Errorf("%w: %s holds %q and no %s file", ErrNotStore, dir, filepath.Join(_streamsDir, ents[0]), _storeFile)
+	}
+	return nil
 }
 
 // load creates the store's files (new is false) or reads them, and
