@@ -116,7 +116,9 @@
 //     damage (a *CorruptError), never padded over.
 //   - claimed but not started (W == 0 at o < tail): the reader reads tail
 //     T, then each slot's state and entered count E; once every slot
-//     still in that state has left ≥ E or a process that is gone, every
+//     still in that state has left ≥ E, or a process that is gone, or
+//     entered below E (an Open taking the slot over zeroed the counts after
+//     the snapshot read them), every
 //     claim below T by a live process has written its W, so the zero words
 //     from o up to the next non-zero word below min(T, C) belong to dead
 //     claimers: CAS W at o from 0 to one padding frame over that range.

@@ -228,6 +228,12 @@ func (h header) claimsDone(c *claimSnap, alive func(pid int, start uint64) bool)
 		if h.slot(s, _slotLeave).Load() >= c.entered[s] {
 			continue
 		}
+		if h.slot(s, _slotEnter).Load() < c.entered[s] {
+			// The counts were zeroed since: Open took the slot over between
+			// its state CAS and its stores, and c holds the entered count of
+			// the gone process it took over from, which left never reaches.
+			continue
+		}
 		if alive(int(uint32(st)), h.slot(s, _slotStart).Load()) {
 			return false
 		}
