@@ -282,6 +282,9 @@ type rotSink struct {
 	ccond    *sync.Cond
 	closedN  uint64
 	closeErr error
+	// closeFailed is set once closeErr is: Write then fails the Ring with
+	// it, as a failed fdatasync of the current file does.
+	closeFailed atomic.Bool
 }
 
 // rotated is a file the flusher has rotated away from.
@@ -378,6 +381,12 @@ func (s *rotSink) startPos() uint64 { return s.pos }
 func (s *rotSink) Write(pos uint64, a, b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closeFailed.Load() {
+		// A rotated file's fdatasync (or its directory's) failed on the
+		// closer: the page cache may have dropped its records, so the
+		// Ring stops now rather than at its next Sync.
+		return s.awaitClosed(0)
+	}
 	for {
 		end := pos + uint64(len(a)+len(b))
 		var (
@@ -755,6 +764,7 @@ func (s *rotSink) closeRotated(r rotated) {
 	s.closedN++
 	if err != nil && s.closeErr == nil {
 		s.closeErr = err
+		s.closeFailed.Store(true)
 	}
 	s.ccond.Broadcast()
 	s.cmu.Unlock()
