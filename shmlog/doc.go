@@ -76,6 +76,9 @@
 //     flock of P.lock, if active is still i, creates file i+1 (written to
 //     a temporary name, preallocated, header filled, renamed into place)
 //     and sets active to i+1; then maps file active and retries there.
+//     A Log whose P no longer names the file 0 it opened (the log was
+//     removed or replaced) fails instead: the files named P.%08d may be
+//     another log's.
 //
 // After a successful commit, a writer that reads waiters ≠ 0 adds 1 to
 // wake and wakes every futex(2) waiter on it (FUTEX_WAKE, not private). A

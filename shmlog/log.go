@@ -607,6 +607,11 @@ func (l *Log) roll(idx uint64) error {
 		return fmt.Errorf("shmlog: roll: %w", err)
 	}
 	defer sys.Unlock(l.lockf)
+	// Make or map no file by name for a log that is no longer at the path:
+	// a new log there has files of the same names.
+	if err := l.checkPath(); err != nil {
+		return fmt.Errorf("shmlog: roll: %w", err)
+	}
 	active := l.hdr.active()
 	if a := active.Load(); a == idx {
 		// No process of this log maps file idx+1 before active names it, so
@@ -839,6 +844,22 @@ func (l *Log) release() {
 	}
 }
 
+// checkPath checks that the log's path still names the file 0 this Log
+// opened: the later files are found by name, and if the log was removed
+// (or replaced) they may be another log's.
+func (l *Log) checkPath() error {
+	id, err := l.f0.Stat()
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(l.path); err != nil {
+		return fmt.Errorf("the file this Log opened is gone: %w", err)
+	} else if !os.SameFile(fi, id) {
+		return fmt.Errorf("%s is not the file this Log opened: it was replaced, or removed and made again", l.path)
+	}
+	return nil
+}
+
 // trimIfLast cuts the active file after its tail if no other process has
 // the log open. REQUIRES: the exclusive lock of path.lock; nothing mapped.
 func (l *Log) trimIfLast() error {
@@ -847,14 +868,8 @@ func (l *Log) trimIfLast() error {
 	}
 	// The files are found by name: cut nothing if the name no longer
 	// names this Log's file 0 (a new log may be there, in use).
-	id, err := l.f0.Stat()
-	if err != nil {
+	if err := l.checkPath(); err != nil {
 		return fmt.Errorf("shmlog: close: %w", err)
-	}
-	if fi, err := os.Stat(l.path); err != nil {
-		return fmt.Errorf("shmlog: close: the file this Log opened is gone: %w", err)
-	} else if !os.SameFile(fi, id) {
-		return fmt.Errorf("shmlog: close: %s is not the file this Log opened: it was replaced, or removed and made again", l.path)
 	}
 	var b [8]byte
 	if _, err := l.f0.ReadAt(b[:], _offActive); err != nil {
