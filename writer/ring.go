@@ -330,9 +330,13 @@ type Ring struct {
 	markersN     atomic.Uint64
 	markerBytes  atomic.Uint64
 
-	rep        *reporter // calls OnError; nil without it
-	lock       io.Closer // OpenFile's lock on the file; nil for NewRing
-	closed     atomic.Bool
+	rep    *reporter // calls OnError; nil without it
+	lock   io.Closer // OpenFile's lock on the file; nil for NewRing
+	closed atomic.Bool
+	// reportMu is held for reading by a Write that may take pending's
+	// report, and for writing by Close while it takes the rest for its
+	// final marker.
+	reportMu   sync.RWMutex
 	closeOnce  sync.Once
 	closeErr   error
 	giveUpOnce sync.Once
@@ -542,6 +546,15 @@ func (r *Ring) write(p []byte) (int, error) {
 		mlen int    // the marker's length
 	)
 	if r.markers && r.pending.Load() != 0 {
+		// Close takes what is pending for its final marker only once no
+		// Write holds a report it took: one whose claim then failed
+		// because Close had closed the engine would leave drops counted
+		// but never reported.
+		r.reportMu.RLock()
+		defer r.reportMu.RUnlock()
+		if r.closed.Load() {
+			return 0, r.state()
+		}
 		k, mlen = r.takePending(n)
 	}
 	c, ok, err := r.claim(mlen + n)
@@ -741,9 +754,13 @@ func (r *Ring) CloseContext(ctx context.Context) error {
 		stop := context.AfterFunc(ctx, r.abandon)
 		defer stop()
 		if r.markers {
+			// Waits for the Writes that took a report of drops to write
+			// their marker or put the report back (see write).
+			r.reportMu.Lock()
 			if k := r.pending.Swap(0); k > 0 {
 				r.writeFinalMarker(k)
 			}
+			r.reportMu.Unlock()
 		}
 		err := mapErr(r.e.Close())
 		if err == ErrClosed {
