@@ -271,6 +271,14 @@ func (l *Log) open() error {
 	}
 	defer sys.Unlock(lockf)
 	if _, err := os.Stat(l.path); errors.Is(err, fs.ErrNotExist) {
+		// A later file with no file 0 is the rest of a log whose file 0 was
+		// removed: the new log would roll into it, taking its records, or
+		// share it with that log's Logs still appending to it.
+		if name, err := laterFile(l.path); err != nil {
+			return fmt.Errorf("shmlog: open: %w", err)
+		} else if name != "" {
+			return fmt.Errorf("shmlog: open: %s does not exist but %s does: it is left of a log whose file 0 was removed; remove the log's other files to make a new log at %s", l.path, name, l.path)
+		}
 		if err := createFile(l.path, params{capacity: uint64(l.o.MaxFileSize - _hdrSize)}, l.o.Perm); err != nil {
 			return err
 		}
@@ -298,6 +306,23 @@ func (l *Log) open() error {
 	l.mu.files = append(l.mu.files, f)
 	l.cur.Store(f)
 	return l.register()
+}
+
+// laterFile returns the name of a file i ≥ 1 of a log at path (path.%08d)
+// if there is one, or "".
+func laterFile(path string) (string, error) {
+	dir, base := filepath.Dir(path), filepath.Base(path)+"."
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), base)
+		if ok && len(rest) == 8 && strings.Trim(rest, "0123456789") == "" {
+			return filepath.Join(dir, e.Name()), nil
+		}
+	}
+	return "", nil
 }
 
 // joinFile0 opens file 0, takes its shared flock, checks its header and
@@ -614,13 +639,14 @@ func (l *Log) roll(idx uint64) error {
 	}
 	active := l.hdr.active()
 	if a := active.Load(); a == idx {
-		// No process of this log maps file idx+1 before active names it, so
-		// a file there is not this log's: one a roll that died before
-		// moving active made, or a file of an older log at this path
-		// (perhaps still appended to by that log's Logs). createFile
-		// renames a new file over it.
-		if err := createFile(l.path, params{capacity: l.capacity, index: idx + 1}, l.o.Perm); err != nil {
-			return fmt.Errorf("shmlog: roll to file %d: %w", idx+1, err)
+		// A file idx+1 there is this log's (Open refuses a path whose file
+		// 0 is missing while later files are there): one a roll that died
+		// before moving active made, or one holding records whose move of
+		// active a power cut lost. It is kept.
+		if _, err := os.Stat(fileName(l.path, idx+1)); errors.Is(err, fs.ErrNotExist) {
+			if err := createFile(l.path, params{capacity: l.capacity, index: idx + 1}, l.o.Perm); err != nil {
+				return fmt.Errorf("shmlog: roll to file %d: %w", idx+1, err)
+			}
 		}
 		active.CompareAndSwap(idx, idx+1)
 	}

@@ -9,10 +9,12 @@ import (
 	"github.com/appendlog/appendlog/shmlog"
 )
 
-// TestStaleNextFile: a new log made at a path whose file 0 was removed
-// while a later file of the old log was left (or is still in use by a Log
-// of the old log) must not roll into that file: its records would show up
-// in the new log, and two logs would append to one file.
+// TestStaleNextFile: a new log is not made at a path whose file 0 was
+// removed while a later file of the old log was left (and is still in use
+// by a Log of the old log): the new log would roll into that file, its
+// records would show up in the new log, and two logs would append to one
+// file. Open refuses, naming the file; once it is removed, the new log
+// holds only its own records.
 func TestStaleNextFile(t *testing.T) {
 	path := logPath(t)
 	o := &shmlog.Options{MaxFileSize: 8192}
@@ -30,6 +32,16 @@ func TestStaleNextFile(t *testing.T) {
 		if err := os.Remove(n); err != nil {
 			t.Fatal(err)
 		}
+	}
+	file1 := path + ".00000001"
+	if l, err := shmlog.Open(path, o); err == nil || !strings.Contains(err.Error(), file1) {
+		if err == nil {
+			l.Close()
+		}
+		t.Fatalf("Open with %s left of a removed log: %v, want an error naming it", file1, err)
+	}
+	if err := os.Remove(file1); err != nil {
+		t.Fatal(err)
 	}
 	l, err := shmlog.Open(path, o)
 	if err != nil {
