@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -395,11 +396,38 @@ func (r *Reader) advance() bool {
 		}
 		return false
 	}
+	if r.fol != nil {
+		if err := r.sameLog(next); err != nil {
+			r.tab.release(next)
+			r.finish(err)
+			return false
+		}
+	}
 	r.tab.release(r.ls)
 	r.ls = next
 	r.cur = segInfo{name: next.name, firstSeq: next.firstSeq}
 	r.off, r.released = headerPage, 0
 	return true
+}
+
+// sameLog checks that the segment a follower moves into belongs to the
+// log it read so far (the log ID in its header, see logIDs): the files of
+// a log removed and a new log created in the directory would otherwise
+// be read on as the same log, from a position in the old one.
+// REQUIRES: a reference to ls held.
+func (r *Reader) sameLog(ls *liveSeg) error {
+	h, _, err := readHeader(ls.f)
+	if err != nil {
+		return nil // a header that does not read is Next's to report
+	}
+	if !h.Log.Matches(r.ids.id) {
+		return fmt.Errorf("wal: follow %s: segment %s has log id %s, but the log the Reader followed has log id %s (from %s): the log's files were removed and a new log created in the directory: %w",
+			r.dir, ls.name, h.Log, r.ids.id, r.ids.from, ErrForeign)
+	}
+	if r.ids.id.IsZero() {
+		r.ids.id, r.ids.from = h.Log, filepath.Join(r.dir, ls.name)
+	}
+	return nil
 }
 
 // Wait blocks until a record after the last one Next returned is visible
@@ -499,6 +527,12 @@ type followState struct {
 	// cleared by each change event (and poll): Wait rereads the directory
 	// once per change.
 	listed bool
+	// seg is the segment whose file segmentGone last looked at, segFile
+	// the file it found at seg's name when the Reader first waited in it
+	// (nil if none), and looked when it last looked (see segmentGone).
+	seg     *liveSeg
+	segFile fs.FileInfo
+	looked  time.Time
 }
 
 // waitFollow is Wait for a Reader from OpenReader.
@@ -529,10 +563,17 @@ func (r *Reader) waitFollow(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		d := _followPoll
+		poll := _followPoll
 		if r.followPoll > 0 {
-			d = r.followPoll
+			poll = r.followPoll
 		}
+		if r.fol.seg != r.ls {
+			// The first wait in this segment: note its file.
+			if err := r.stopIfSegmentGone(); err != nil {
+				return err
+			}
+		}
+		d := poll
 		if dl, ok := ctx.Deadline(); ok {
 			d = max(min(d, time.Until(dl)), time.Millisecond)
 		}
@@ -543,6 +584,11 @@ func (r *Reader) waitFollow(ctx context.Context) error {
 			r.fol.listed = false // a change, or the fallback poll: look again
 			if err := r.stopIfDirGone(); err != nil {
 				return err
+			}
+			if time.Since(r.fol.looked) >= poll {
+				if err := r.stopIfSegmentGone(); err != nil {
+					return err
+				}
 			}
 			continue
 		}
@@ -556,8 +602,70 @@ func (r *Reader) waitFollow(ctx context.Context) error {
 			if err := r.stopIfDirGone(); err != nil {
 				return err
 			}
+			if time.Since(r.fol.looked) >= poll {
+				if err := r.stopIfSegmentGone(); err != nil {
+					return err
+				}
+			}
 		}
 	}
+}
+
+// stopIfSegmentGone stops the Reader with segmentGone's error, if any.
+func (r *Reader) stopIfSegmentGone() error {
+	if err := r.segmentGone(); err != nil {
+		r.finish(err)
+		return err
+	}
+	return nil
+}
+
+// segmentGone reports the files of a follower's log removed, or removed
+// and a new log created in the directory, while the directory stayed
+// (checkDir sees only the directory): the Reader waits at the end of the
+// segment it has open, whose file reads on as it was, and would wait for
+// ever, or miss the new log's records. Retention deletes a segment only
+// once a later one exists under its final name (see TruncateFront), and
+// a writer never replaces a segment's file: the Reader's segment gone
+// with no later segment listed, or another file at its name, is the log's
+// files removed. It costs a stat of the segment, so Wait calls it when it
+// first waits in a segment (noting the file there), and then at most
+// once per poll interval, not on every change event.
+func (r *Reader) segmentGone() error {
+	ls := r.ls
+	if ls == nil {
+		return nil // no segment yet
+	}
+	r.fol.looked = time.Now()
+	fi, err := r.fsys.Stat(filepath.Join(r.dir, ls.name))
+	if ls != r.fol.seg {
+		r.fol.seg, r.fol.segFile = ls, nil
+		if err == nil {
+			r.fol.segFile = fi
+		}
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// A listing is not a snapshot: a segment renamed into place while
+		// it ran can be missing from it. Only two that agree count.
+		for range 2 {
+			segs, _, _, lerr := listSegments(r.fsys, r.dir)
+			if lerr != nil {
+				return nil // looked at again at the next poll
+			}
+			if len(segs) > 0 && segs[len(segs)-1].firstSeq > ls.firstSeq {
+				return nil // deleted by retention: the Reader goes on to the next
+			}
+		}
+		return fmt.Errorf("wal: follow %s: segment %s, where the Reader was at seq %d, was removed and no later segment is there: the log's files were removed: %w", r.dir, ls.name, r.expect, err)
+	case err != nil:
+		return nil // looked at again at the next poll
+	}
+	// os.SameFile tells apart only what os.Stat returned (see checkDir).
+	if p := r.fol.segFile; p != nil && os.SameFile(p, p) && !os.SameFile(p, fi) {
+		return fmt.Errorf("wal: follow %s: segment %s, where the Reader was at seq %d, was replaced by another file: the log's files were removed and a new log created in the directory", r.dir, ls.name, r.expect)
+	}
+	return nil
 }
 
 // stopIfDirGone stops the Reader with checkDir's error, if any: after
@@ -641,6 +749,10 @@ func (r *Reader) followStart() bool {
 func (r *Reader) position(seg string, off int64) error {
 	ls, err := r.tab.acquire(r.expect)
 	if err != nil {
+		return err
+	}
+	if err := r.sameLog(ls); err != nil {
+		r.tab.release(ls)
 		return err
 	}
 	r.ls, r.released = ls, 0

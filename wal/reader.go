@@ -139,7 +139,13 @@ type TornTail struct {
 // a *TruncatedError naming the first record left. A frame that does not
 // decode where the writer has not written yet (zeros, a frame being
 // written) is waited on; one that the segment's durable mark covers, or in
-// a sealed segment, is a *CorruptionError.
+// a sealed segment, is a *CorruptionError. A log whose directory is removed
+// or replaced, or whose files are removed while the directory stays (rm
+// DIR/*), perhaps with a new log created in their place, stops the Reader
+// with an error naming the directory (wrapping fs.ErrNotExist where the
+// files are gone, ErrForeign where a segment of the new log was met),
+// where it would wait for ever or read another log's records: Wait looks
+// at the segment the Reader is in at most once per poll interval.
 func OpenReader(dir string, from uint64, opts *Options) (*Reader, error) {
 	o := opts.withDefaults()
 	if err := o.validate(); err != nil {

@@ -198,6 +198,12 @@ func (t *segTable) acquire(seq uint64) (*liveSeg, error) {
 	if t.mu.closed {
 		return nil, ErrClosed
 	}
+	if len(segs) == 0 && t.sealedOnly {
+		// A follower's table lists what the directory holds: a log whose
+		// files were there when it began to follow has none left (retention
+		// never deletes the last segment).
+		return nil, fmt.Errorf("wal: follow %s: no segment is left in the directory before seq %d: the log's files were removed: %w", t.dir, seq, fs.ErrNotExist)
+	}
 	if len(segs) == 0 || seq < segs[0].firstSeq {
 		first := t.first.Load()
 		return nil, &TruncatedError{Seq: seq, First: first}

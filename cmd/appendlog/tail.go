@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -150,7 +148,6 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, from, 
 		return err
 	}
 	defer func() { r.Close() }()
-	segs := &segmentWatch{dir: dir}
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	var line []byte
 	for {
@@ -194,12 +191,9 @@ func runFollow(ctx context.Context, stdout, stderr io.Writer, dir string, from, 
 			}
 			return nil
 		}
-		// Look at the segment now, as the Reader stops in it: the file
-		// at its name is then the one the Reader has open.
-		if err := segs.check(r); err != nil {
-			return fmt.Errorf("%s: %w", dir, unprefixed(err))
-		}
-		if err := waitFollowing(ctx, r.Wait, dir, fi, func() error { return segs.check(r) }); err != nil {
+		// The Reader's Wait itself stops when the log's files are removed
+		// or replaced while the directory stays.
+		if err := waitFollowing(ctx, r.Wait, dir, fi, nil); err != nil {
 			if ctx.Err() != nil {
 				return nil // interrupted: a normal end
 			}
@@ -434,54 +428,6 @@ func waitFollowing(ctx context.Context, wait func(context.Context) error, path s
 			return err
 		}
 	}
-}
-
-// segmentWatch tells tail -f that the files of the log it follows were
-// removed or replaced under it while its directory stayed: a Reader
-// waiting at the end of a segment it has open reads that file as it was,
-// and would wait for ever, or miss every record of a log created again in
-// the directory.
-type segmentWatch struct {
-	dir  string
-	name string      // the segment the Reader was in at the last look
-	fi   os.FileInfo // that segment's file then; nil if it was not there
-}
-
-// check looks at the segment r is in. Retention deletes a segment only
-// once a later one exists (never the last one), and a writer never
-// replaces a segment's file: a segment gone with no later segment, or a
-// different file at its name, is the log removed or replaced.
-func (w *segmentWatch) check(r *wal.Reader) error {
-	seg, _ := r.Position()
-	if seg == "" {
-		return nil // no segment yet
-	}
-	fi, err := os.Lstat(filepath.Join(w.dir, seg))
-	if seg != w.name {
-		w.name, w.fi = seg, nil
-		if err == nil {
-			w.fi = fi
-		}
-	}
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		first, ok := segmentFirst(seg)
-		segs, lerr := segmentFiles(w.dir)
-		if !ok || lerr != nil {
-			return nil // looked at again at the next check
-		}
-		for _, s := range segs {
-			if s.first > first {
-				return nil // deleted by retention: the Reader goes on to the next
-			}
-		}
-		return fmt.Errorf("segment %s, where tail -f was following the log, was removed and no later segment is there: the log's files were removed while tail -f followed it", seg)
-	case err != nil || w.fi == nil:
-		return nil
-	case !os.SameFile(w.fi, fi):
-		return fmt.Errorf("segment %s, where tail -f was following the log, was replaced by another file: the log was removed or replaced while tail -f followed it", seg)
-	}
-	return nil
 }
 
 // segmentFirst returns the first sequence number of the segment named
