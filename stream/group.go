@@ -924,22 +924,28 @@ func (g *Group) Checkpoint() error {
 	if err := g.closedErr(nil); err != nil {
 		return err
 	}
+	acked := g.c.Committed()
 	if err := g.c.Commit(context.Background()); err != nil {
 		return g.closedErr(err) // closed meanwhile, or the log failed
 	}
 	g.mu.Lock()
 	g.mu.lastCkpt = time.Now()
 	g.mu.Unlock()
-	g.truncate()
+	g.truncate(acked)
 	return nil
 }
 
-// truncate deletes what every group acked, for a stream kept UntilAcked.
-func (g *Group) truncate() {
+// truncate deletes what every group acked, for a stream kept UntilAcked,
+// after a checkpoint: at most the records below acked, this group's
+// committed position when it began.
+func (g *Group) truncate(acked uint64) {
 	if g.s.cfg.Retention.UntilAcked {
 		// TruncateFront keeps every record at or after the lowest
-		// checkpointed position of any group, open or not.
-		_ = g.l.TruncateFront(g.l.NextSeq())
+		// checkpointed position of any group, open or not. Bounded by
+		// this group's own position too: the group may have been closed
+		// and deleted since its checkpoint (by another goroutine), and
+		// with no cursor left TruncateFront would delete every record.
+		_ = g.l.TruncateFront(acked)
 	}
 }
 
@@ -1016,6 +1022,7 @@ func (g *Group) timer() {
 		ckpt := time.Since(g.mu.lastCkpt) >= g.opts.CheckpointEvery
 		g.mu.Unlock()
 		if ckpt {
+			acked := g.c.Committed()
 			ctx, cancel := context.WithTimeout(context.Background(), max(g.opts.CheckpointEvery, period))
 			err := g.c.Commit(ctx)
 			cancel()
@@ -1023,7 +1030,7 @@ func (g *Group) timer() {
 				g.mu.Lock()
 				g.mu.lastCkpt = time.Now()
 				g.mu.Unlock()
-				g.truncate()
+				g.truncate(acked)
 			}
 		}
 		g.calling.Store(len(deadSeqs) > 0)
