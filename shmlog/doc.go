@@ -141,7 +141,8 @@
 // Append returns once the frame is committed in the shared mapping: the
 // bytes are in the page cache, so a record whose Append returned survives
 // SIGKILL of any or all processes. [Log.Sync] fdatasyncs every file
-// appended to since the last Sync: after a power cut, every record
+// appended to since the last Sync, and, after a roll, the directory and
+// then file 0 (its active word): after a power cut, every record
 // committed before a completed Sync is in the file, whole. Frames after
 // that may be torn: readers and [Verify] check each record's CRC and report
 // a torn frame as a [*CorruptError] naming the file and byte offset, and

@@ -103,7 +103,10 @@ type Log struct {
 	mu struct {
 		sync.Mutex
 		synced uint64 // files below this index are synced; Protected by mu.
-		files  []*mfile
+		// activeSynced: a Sync made file 0 durable with active at least
+		// this. Protected by mu.
+		activeSynced uint64
+		files        []*mfile
 	}
 }
 
@@ -663,7 +666,9 @@ func (l *Log) roll(idx uint64) error {
 
 // Sync makes every record committed before it durable: it fdatasyncs each
 // file this Log appended to since the last Sync, then the directory when
-// files may have been created since. ctx is checked between files. It fails
+// files may have been created since, then file 0 when appends have moved
+// to a later file since (its header holds active). ctx is checked between
+// files. It fails
 // if a file's name no longer names the file this Log mapped (removed or
 // replaced under it).
 func (l *Log) Sync(ctx context.Context) error {
@@ -679,7 +684,7 @@ func (l *Log) Sync(ctx context.Context) error {
 	// Commit. The next Sync starts from the lowest such file, so it covers
 	// them; a file unmapped now took its last commit before.
 	l.mu.Lock()
-	from, low := l.mu.synced, cur.idx
+	from, low, rolled := l.mu.synced, cur.idx, l.mu.activeSynced < cur.idx
 	for _, f := range l.mu.files {
 		if !f.unmapped.Load() {
 			low = min(low, f.idx)
@@ -690,18 +695,8 @@ func (l *Log) Sync(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		f, err := os.OpenFile(fileName(l.path, i), os.O_RDWR, 0)
-		if err != nil {
-			return fmt.Errorf("shmlog: sync: %w", err)
-		}
-		if err := l.checkSame(f, i); err != nil {
-			f.Close()
-			return fmt.Errorf("shmlog: sync: %w", err)
-		}
-		err = l.fdatasync(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("shmlog: sync: %w", err)
+		if err := l.syncFile(i); err != nil {
+			return err
 		}
 	}
 	if !l.dirSynced.Load() || from < cur.idx {
@@ -710,11 +705,40 @@ func (l *Log) Sync(ctx context.Context) error {
 		}
 		l.dirSynced.Store(true)
 	}
+	if rolled {
+		// File 0's header page holds active, which rolls moved: make it
+		// durable last, once the files it names and their directory
+		// entries are. A power cut must not leave it naming a file before
+		// the records synced here (Open appends to and recovers the file
+		// it names).
+		if err := l.syncFile(0); err != nil {
+			return err
+		}
+	}
 	l.mu.Lock()
 	if l.mu.synced < low {
 		l.mu.synced = low
 	}
+	l.mu.activeSynced = max(l.mu.activeSynced, cur.idx)
 	l.mu.Unlock()
+	return nil
+}
+
+// syncFile fdatasyncs file idx, opened by its name.
+func (l *Log) syncFile(idx uint64) error {
+	f, err := os.OpenFile(fileName(l.path, idx), os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("shmlog: sync: %w", err)
+	}
+	if err := l.checkSame(f, idx); err != nil {
+		f.Close()
+		return fmt.Errorf("shmlog: sync: %w", err)
+	}
+	err = l.fdatasync(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("shmlog: sync: %w", err)
+	}
 	return nil
 }
 
