@@ -111,7 +111,9 @@ func writeJSON(fsys vfs.FS, path string, v any) error {
 	}
 	b = append(b, '\n')
 	tmp := path + _tmpSuffix
-	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	// A regular file only: a symbolic link there would have the write go
+	// to a file outside the store, and the rename put the link in place.
+	f, err := fsys.OpenRegular(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("stream: write %s: %w", path, err)
 	}
@@ -141,9 +143,10 @@ func writeJSON(fsys vfs.FS, path string, v any) error {
 
 // readJSON decodes the JSON file path into v, strictly: unknown fields,
 // trailing data and a file too large to be ours are a *MetaError naming
-// the file. A missing file wraps fs.ErrNotExist.
+// the file. A missing file wraps fs.ErrNotExist; anything but a regular
+// file (a named pipe would block the open for ever) is an error naming it.
 func readJSON(fsys vfs.FS, path string, v any) error {
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	f, err := fsys.OpenRegular(path, os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
