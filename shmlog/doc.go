@@ -119,17 +119,21 @@
 //     damage (a *CorruptError), never padded over.
 //   - claimed but not started (W == 0 at o < tail): the reader reads tail
 //     T, then each slot's state and entered count E; once every slot
-//     still in that state has left ≥ E, or a process that is gone, or
+//     still in that state has been seen since with left = entered (left
+//     loaded first: no claim in flight), or has a process that is gone, or
 //     entered below E (an Open taking the slot over zeroed the counts after
-//     the snapshot read them), every
-//     claim below T by a live process has written its W, so the zero words
-//     from o up to the next non-zero word below min(T, C) belong to dead
-//     claimers: CAS W at o from 0 to one padding frame over that range.
-//     The word at o+8 may hold o's position instead of zero: whoever pads
-//     (step 4, a reader, a recovering Open) stores seq before W, and may
-//     have been killed between the two.
-//     Waiting for left ≥ E, not for a moment with no claim in flight, means
-//     busy live writers cannot starve the reader.
+//     the snapshot read them), every claim below T by a live process has
+//     written its W, so the zero words from o up to the next non-zero word
+//     below min(T, C) belong to dead claimers: CAS W at o from 0 to one
+//     padding frame over that range. The word at o+8 may hold o's position
+//     instead of zero: whoever pads (step 4, a reader, a recovering Open)
+//     stores seq before W, and may have been killed between the two.
+//     left ≥ E is not enough: a process's goroutines leave in any order,
+//     so claims entered after the snapshot could stand in for a stalled
+//     one below T, and the padding would cover a live claim whose header
+//     CAS then succeeds inside the padding's body (a record acknowledged
+//     and never read). Each slot is seen quiet on its own, not all at one
+//     moment, so busy writers in many processes do not starve the reader.
 //
 // A live writer is never padded over while its process lives, unless
 // LiveTimeout says so. Writers never wait for each other (except for the

@@ -198,13 +198,15 @@ func (h header) ownerGone(w uint64, alive func(pid int, start uint64) bool) bool
 
 // claimSnap is a reader's view, at one zero word, of the claims that may
 // still write their headers below tail: for each slot, its state and how
-// many claims its process had entered, read after tail.
+// many claims its process had entered, read after tail, and whether the
+// reader has since seen the slot with no claim in flight.
 type claimSnap struct {
 	valid   bool
 	pos     uint64 // the zero word's position
 	tail    uint64
 	state   [_slots]uint64
 	entered [_slots]uint64
+	quiet   [_slots]bool
 }
 
 // snap fills c for the zero word at pos of a file whose tail word is t.
@@ -213,32 +215,44 @@ func (h header) snap(c *claimSnap, pos uint64, t *atomic.Uint64) {
 	for s := range _slots {
 		c.state[s] = h.slot(s, _slotState).Load()
 		c.entered[s] = h.slot(s, _slotEnter).Load()
+		c.quiet[s] = false
 	}
 }
 
 // claimsDone reports whether every claim entered before snapshot c was
 // taken has left (written its header, or found its file full), or belongs
-// to a process that is gone.
+// to a process that is gone. left ≥ c.entered would not tell: the
+// process's goroutines leave in any order, so claims entered since may
+// stand in for one entered before and still between its tail add and its
+// header. So a live slot counts once it is seen with left = entered, no
+// claim in flight; it need not be at the same moment as the others'.
 func (h header) claimsDone(c *claimSnap, alive func(pid int, start uint64) bool) bool {
+	done := true
 	for s := range _slots {
 		st := c.state[s]
-		if uint32(st) == 0 || h.slot(s, _slotState).Load() != st {
+		if c.quiet[s] || uint32(st) == 0 || h.slot(s, _slotState).Load() != st {
 			continue // free then, or since freed or taken over: no claim of its owner is pending
 		}
-		if h.slot(s, _slotLeave).Load() >= c.entered[s] {
+		// left first: left ≤ entered always, so equal loads mean no claim
+		// was in flight when left was loaded.
+		left := h.slot(s, _slotLeave).Load()
+		entered := h.slot(s, _slotEnter).Load()
+		if left == entered {
+			c.quiet[s] = true
 			continue
 		}
-		if h.slot(s, _slotEnter).Load() < c.entered[s] {
+		if entered < c.entered[s] {
 			// The counts were zeroed since: Open took the slot over between
 			// its state CAS and its stores, and c holds the entered count of
-			// the gone process it took over from, which left never reaches.
+			// the gone process it took over from.
+			c.quiet[s] = true
 			continue
 		}
 		if alive(int(uint32(st)), h.slot(s, _slotStart).Load()) {
-			return false
+			done = false
 		}
 	}
-	return true
+	return done
 }
 
 // processAlive is the default liveness check: the process exists, is not
