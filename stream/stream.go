@@ -92,11 +92,17 @@ func (s *Stream) logLocked() (*wal.Log, error) {
 	if _, err := s.st.fsys.Stat(filepath.Join(s.dir, _streamFile)); err != nil {
 		return nil, fmt.Errorf("stream %q: its files are gone (%w); the directory %s was removed outside the store", s.name, err, s.dir)
 	}
+	// Create makes the log directory: one missing lost the stream's
+	// records and positions, and must not come back empty either.
+	logDir := filepath.Join(s.dir, _logDir)
+	if _, err := s.st.fsys.Stat(logDir); err != nil {
+		return nil, fmt.Errorf("stream %q: its log directory is gone (%w); %s was removed outside the store", s.name, err, logDir)
+	}
 	o := s.st.opts
 	o.BufferSize, o.ReaderWindow = s.st.sizes()
 	wo := s.cfg.walOptions(&o)
 	walhook.SetFS(&wo, s.st.fsys)
-	l, err := wal.Open(filepath.Join(s.dir, _logDir), &wo)
+	l, err := wal.Open(logDir, &wo)
 	if err != nil {
 		return nil, fmt.Errorf("stream %q: %w", s.name, err)
 	}
