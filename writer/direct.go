@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,12 @@ type Direct struct {
 	// waits for writes in flight and no Write succeeds after it.
 	mu     sync.RWMutex
 	closed bool // Protected by mu.
+	// syncMu runs syncs one at a time, so that none starts after one
+	// failed; err is the failed sync's error, sticky: the page cache may
+	// have dropped what it was to write, and a second sync would report
+	// success.
+	syncMu sync.Mutex
+	err    atomic.Pointer[error]
 
 	records, bytes atomic.Uint64
 	syncs          atomic.Uint64
@@ -38,12 +45,12 @@ func NewDirect(w io.Writer) *Direct {
 // Write writes p with one call to the underlying Write. Errors are returned
 // as they are, not made sticky: each record succeeds or fails alone. A
 // short write without an error (which io.Writer forbids) is
-// io.ErrShortWrite.
+// io.ErrShortWrite. After a failed Sync, Write returns its error.
 func (d *Direct) Write(p []byte) (int, error) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	if d.closed {
-		return 0, ErrClosed
+	if err := d.stateLocked(); err != nil {
+		return 0, err
 	}
 	n, err := d.w.Write(p)
 	if err == nil && n < len(p) {
@@ -64,24 +71,42 @@ func (d *Direct) Flush(ctx context.Context) error {
 	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
+	return d.stateLocked()
+}
+
+// stateLocked returns the sticky sync error, ErrClosed after Close, or
+// nil. REQUIRES: d.mu held.
+func (d *Direct) stateLocked() error {
+	if p := d.err.Load(); p != nil {
+		return *p
+	}
 	if d.closed {
 		return ErrClosed
 	}
 	return nil
 }
 
-// Sync makes the written records durable (fdatasync for an *os.File).
+// Sync makes the written records durable (fdatasync for an *os.File). A
+// sync error is sticky: every later call returns it.
 func (d *Direct) Sync() error {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	if d.closed {
-		return ErrClosed
+	if err := d.stateLocked(); err != nil {
+		return err
 	}
 	return d.doSync()
 }
 
+// doSync syncs the sink, unless a sync failed. REQUIRES: d.mu held.
 func (d *Direct) doSync() error {
+	d.syncMu.Lock()
+	defer d.syncMu.Unlock()
+	if p := d.err.Load(); p != nil {
+		return *p
+	}
 	if err := d.sync(); err != nil {
+		err = fmt.Errorf("writer: sync: %w", err)
+		d.err.Store(&err)
 		return err
 	}
 	d.syncs.Add(1)

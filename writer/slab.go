@@ -77,6 +77,9 @@ type Slab struct {
 	flushed  atomic.Uint64
 	progress engine.Broadcaster
 	err      atomic.Pointer[error] // sticky sink error
+	// syncMu runs syncs one at a time, so that none starts after one
+	// failed (a second fsync would report success for what the first lost).
+	syncMu sync.Mutex
 
 	blockedWaits atomic.Uint64
 	blockedNS    atomic.Int64
@@ -316,6 +319,11 @@ func (s *Slab) Sync() error {
 }
 
 func (s *Slab) doSync() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if err := s.loadErr(); err != nil {
+		return err
+	}
 	if err := s.sync(); err != nil {
 		err = fmt.Errorf("writer: sync: %w", err)
 		s.fail(err)
