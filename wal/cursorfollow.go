@@ -205,8 +205,12 @@ func (c *Cursor) followLoop(clk clock.Clock, period time.Duration) {
 }
 
 // syncBelow fdatasyncs the segments holding the records from the last
-// checkpoint up to v, for a cursor from OpenCursor. A segment retention
-// deleted meanwhile needs nothing. REQUIRES: c.wmu is held.
+// checkpoint up to v, for a cursor from OpenCursor, and then fsyncs the
+// log directory: the writer names a new segment (a rename of its spare
+// file) before it fsyncs the directory, and a power cut in between brings
+// the file back under the spare's name, which recovery removes with its
+// records. A segment retention deleted meanwhile needs nothing.
+// REQUIRES: c.wmu is held.
 func (c *Cursor) syncBelow(v uint64) error {
 	if c.fol.failed != nil {
 		return c.fol.failed
@@ -215,6 +219,7 @@ func (c *Cursor) syncBelow(v uint64) error {
 	if err != nil {
 		return fmt.Errorf("wal: checkpoint cursor %q: %w", c.name, err)
 	}
+	synced := false
 	for i, s := range segs {
 		if s.firstSeq >= v {
 			break
@@ -234,6 +239,13 @@ func (c *Cursor) syncBelow(v uint64) error {
 		f.Close()
 		if err != nil {
 			c.fol.failed = fmt.Errorf("wal: checkpoint cursor %q: fdatasync %s: %w (no checkpoint is written after a failed sync)", c.name, path, err)
+			return c.fol.failed
+		}
+		synced = true
+	}
+	if synced {
+		if err := c.fsys.SyncDir(c.dir); err != nil {
+			c.fol.failed = fmt.Errorf("wal: checkpoint cursor %q: fsync directory %s: %w (no checkpoint is written after a failed sync)", c.name, c.dir, err)
 			return c.fol.failed
 		}
 	}
