@@ -570,10 +570,12 @@ func (r *Reader) Torn() *TornTail { return r.torn }
 func (r *Reader) NextSeq() uint64 { return r.expect }
 
 // Close releases the Reader's file, or its segment and mapping. After
-// Close, Next returns false and Wait returns an error wrapping ErrClosed;
-// Err still reports what stopped Next before.
+// Close, Next returns false, Record nil, and Wait an error wrapping
+// ErrClosed; Err still reports what stopped Next before.
 func (r *Reader) Close() error {
-	r.done, r.closed = true, true
+	// Record's slice may be of a mapping Close releases: Record returns
+	// nil from now on.
+	r.done, r.closed, r.rec = true, true, nil
 	var err error
 	if r.tab != nil {
 		err = r.closeLive()
