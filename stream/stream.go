@@ -312,22 +312,26 @@ func scan(r *wal.Reader, from, end uint64, fn func(seq uint64, rec []byte) error
 	return nil
 }
 
-// checkDir shuts a stream whose log is open and whose directory was
-// removed outside the store: its log writes into files no one can open
-// again, so every later call fails, naming the directory. The janitor
-// calls it every period.
+// checkDir shuts a stream whose log is open and whose directory, or log
+// directory, was removed outside the store: its log writes into files no
+// one can open again, so every later call fails, naming the directory.
+// The janitor calls it every period.
 func (s *Stream) checkDir() {
 	if s.cur.Load() == nil {
 		return // a log opened again checks first
 	}
+	gone := s.dir
 	if _, err := s.st.fsys.Stat(filepath.Join(s.dir, _streamFile)); !errors.Is(err, fs.ErrNotExist) {
-		return
+		gone = filepath.Join(s.dir, _logDir)
+		if _, err := s.st.fsys.Stat(gone); !errors.Is(err, fs.ErrNotExist) {
+			return
+		}
 	}
 	// Under the store's lock, as Delete shuts a stream: never both at once.
 	s.st.mu.Lock()
 	defer s.st.mu.Unlock()
 	if s.st.mu.streams[s.name] == s {
-		_ = s.shut(fmt.Errorf("its directory %s was removed outside the store: records published since may be lost", s.dir))
+		_ = s.shut(fmt.Errorf("its directory %s was removed outside the store: records published since may be lost", gone))
 	}
 }
 
