@@ -101,8 +101,11 @@
 // slot, or one whose process is gone, under the exclusive flock of P.lock,
 // by CASing state to generation+1 and the new pid, then stores the start
 // time and zeroes the counts; Close frees it (generation+1, pid 0). A
-// process is gone if /proc/PID/stat is missing or a zombie's, or its start
-// time differs. At most 48 Logs have the log open at once; Open returns
+// process is gone if /proc/PID/stat is a zombie's or its start time
+// differs, or if it is missing and kill(PID, 0) fails with ESRCH (procfs
+// mounted with hidepid hides other users' processes, which are then live
+// with an unknown start time). Pids are those of one pid namespace. At
+// most 48 Logs have the log open at once; Open returns
 // ErrNoSlot beyond that.
 //
 // # Dead writers

@@ -256,10 +256,11 @@ func (h header) claimsDone(c *claimSnap, alive func(pid int, start uint64) bool)
 }
 
 // processAlive is the default liveness check: the process exists, is not
-// a zombie, and started when the slot says (0: still registering).
+// a zombie, and started when the slot says (0: still registering), or its
+// start time cannot be read (0: procfs hides it).
 func processAlive(pid int, start uint64) bool {
 	st, ok := sys.ProcStart(pid)
-	return ok && (start == 0 || st == start)
+	return ok && (start == 0 || st == 0 || st == start)
 }
 
 // paddingWord returns the first header word of a padding frame with an

@@ -4,18 +4,34 @@ package sys
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
-func procStart(pid int) (uint64, bool) {
+func procStart(pid int) (uint64, bool) { return procStartIn("/proc", pid) }
+
+// procStartIn is procStart with proc as the mount point of procfs.
+func procStartIn(proc string, pid int) (uint64, bool) {
 	if pid <= 0 {
 		return 0, false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := os.ReadFile(proc + "/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
+		// procfs hides other users' processes when mounted with hidepid,
+		// and may not be mounted at all: a missing file is not a gone
+		// process. Ask kill(2) whether the pid exists (EPERM: it does, as
+		// another user's); its start time is then unknown, 0.
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			if err := unix.Kill(pid, 0); err == nil || err == unix.EPERM {
+				return 0, true
+			}
+		}
 		return 0, false
 	}
 	return parseStat(b)

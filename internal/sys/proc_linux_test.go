@@ -76,3 +76,20 @@ func TestUint64At(t *testing.T) {
 		}()
 	}
 }
+
+// TestProcStartHidden: a process whose /proc entry is missing (procfs
+// mounted with hidepid hides other users' processes) is alive with an
+// unknown start time, 0, if the pid exists; a pid that does not is gone.
+func TestProcStartHidden(t *testing.T) {
+	empty := t.TempDir()
+	if st, ok := procStartIn(empty, os.Getpid()); !ok || st != 0 {
+		t.Errorf("procStartIn(empty, self) = %d, %v; want 0, true", st, ok)
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skip("no true(1):", err)
+	}
+	if _, ok := procStartIn(empty, cmd.Process.Pid); ok {
+		t.Errorf("reaped child %d reported alive", cmd.Process.Pid)
+	}
+}
