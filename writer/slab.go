@@ -17,6 +17,10 @@ const (
 	DefaultSlabSize = 1 << 20
 )
 
+// MaxSlabMemory bounds a Slab's memory, Slabs*SlabSize: the largest ring a
+// Ring may have (engine.MaxSize).
+const MaxSlabMemory = engine.MaxSize
+
 // SlabOptions configures a Slab. A nil *SlabOptions and zero fields mean the
 // defaults.
 type SlabOptions struct {
@@ -25,6 +29,7 @@ type SlabOptions struct {
 	// SlabSize is the size of each slab in bytes; it bounds the batch
 	// written by one Write call on the sink. Records larger than a slab
 	// are written directly, in order. Default DefaultSlabSize (1 MiB).
+	// Slabs*SlabSize is at most MaxSlabMemory.
 	SlabSize int
 	// FlushInterval bounds how long a record waits in a slab that is not
 	// filling up. Default DefaultFlushInterval.
@@ -106,6 +111,9 @@ func NewSlab(w io.Writer, opts *SlabOptions) (*Slab, error) {
 	}
 	if o.Slabs < 2 || o.SlabSize < 1 || o.FlushInterval < 0 {
 		return nil, fmt.Errorf("writer: invalid SlabOptions %+v", o)
+	}
+	if o.SlabSize > MaxSlabMemory/o.Slabs {
+		return nil, fmt.Errorf("writer: SlabOptions: %d slabs of %d bytes exceed MaxSlabMemory (%d bytes)", o.Slabs, o.SlabSize, MaxSlabMemory)
 	}
 	if o.clock == nil {
 		o.clock = clock.Real()
