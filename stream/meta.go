@@ -191,25 +191,29 @@ func describeJSONError(b []byte, err error) string {
 	return err.Error()
 }
 
-// removeAll removes path and everything below it. A missing path is no
-// error.
+// removeAll removes path and everything below it, following no symbolic
+// link: a link is removed, never what it points to (outside the store,
+// perhaps). A missing path is no error.
 func removeAll(fsys vfs.FS, path string) error {
-	st, err := fsys.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	err := fsys.Remove(path) // a file, a link or an empty directory
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if err != nil {
-		return err
+	ents, lerr := fsys.ReadDir(path)
+	if errors.Is(lerr, fs.ErrNotExist) {
+		return nil
 	}
-	if st.IsDir() {
-		names, err := fsys.List(path)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		for _, n := range names {
-			if err := removeAll(fsys, filepath.Join(path, n)); err != nil {
+	if lerr != nil {
+		return err // not a directory that can be listed: Remove's error
+	}
+	for _, e := range ents {
+		p := filepath.Join(path, e.Name())
+		if e.IsDir() { // the entry's own type: a link is not a directory
+			if err := removeAll(fsys, p); err != nil {
 				return err
 			}
+		} else if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
 		}
 	}
 	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {

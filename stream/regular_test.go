@@ -77,3 +77,28 @@ func TestMetaNotRegular(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteFollowsNoLink: deleting a stream removes a symbolic link in
+// its directory, never what the link points to outside the store.
+func TestDeleteFollowsNoLink(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	precious := filepath.Join(outside, "precious")
+	noErr(t, os.WriteFile(precious, []byte("precious"), 0o644))
+	st := mustOpen(t, dir, nil)
+	defer st.Close()
+	_, err := st.Create("s", nil)
+	noErr(t, err)
+	sdir := filepath.Join(dir, _streamsDir, "s")
+	noErr(t, os.Symlink(outside, filepath.Join(sdir, _logDir, "backup")))
+	noErr(t, st.Delete("s"))
+	if b, err := os.ReadFile(precious); err != nil || string(b) != "precious" {
+		t.Fatalf("Delete removed %s, outside the store, through a link in the stream's directory: %q, %v", precious, b, err)
+	}
+	if _, err := os.Lstat(sdir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the stream's directory is still there: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(dir, _streamsDir)); len(ents) != 0 {
+		t.Fatalf("Delete left %v in streams/", ents)
+	}
+}
