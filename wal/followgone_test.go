@@ -195,3 +195,49 @@ func TestFollowRetentionNotRemoval(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowEmptyLogFrontDeleted: a follower that began on an empty log
+// at record 1 and first finds the log after retention deleted its front
+// reports a *TruncatedError naming the first record left, as OpenReader
+// does for a from below it, instead of starting there silently; from 0
+// (the log's first record) starts there.
+func TestFollowEmptyLogFrontDeleted(t *testing.T) {
+	for _, from := range []uint64{1, 0} {
+		dir := t.TempDir()
+		o := &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10}
+		r, err := OpenReader(dir, from, o)
+		noErr(t, err)
+		defer r.Close()
+		if r.Next() {
+			t.Fatal("a record in an empty log")
+		}
+		short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		if err := r.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait on an empty log: %v", err)
+		}
+		cancelShort()
+		l := mustOpen(t, dir, o)
+		for l.Stats().SegmentsCreated < 3 {
+			appendN(t, l, 100)
+			noErr(t, l.Flush(context.Background()))
+		}
+		noErr(t, l.Sync(context.Background()))
+		noErr(t, l.TruncateFront(l.NextSeq()-1))
+		first := l.FirstSeq()
+		noErr(t, l.Close())
+		if first <= 1 {
+			t.Fatalf("nothing deleted: first %d", first)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		noErr(t, r.Wait(ctx))
+		got := r.Next()
+		te, ok := errors.AsType[*TruncatedError](r.Err())
+		switch {
+		case from == 0 && (!got || r.Seq() != first):
+			t.Fatalf("from 0: Next %v at %d (%v), want record %d", got, r.Seq(), r.Err(), first)
+		case from == 1 && (got || !ok || te.Seq != 1 || te.First != first):
+			t.Fatalf("from 1: Next %v at %d, Err %v; want a *TruncatedError{Seq: 1, First: %d}", got, r.Seq(), r.Err(), first)
+		}
+	}
+}

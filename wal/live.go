@@ -735,6 +735,13 @@ func (r *Reader) followStart() bool {
 	if first == 0 {
 		return false
 	}
+	if r.from != 0 && r.from < first {
+		// Records from r.from on were deleted before the follower saw
+		// them (retention): say so, as OpenReader does, rather than start
+		// at the first left.
+		r.finish(&TruncatedError{Seq: r.from, First: first})
+		return false
+	}
 	r.expect = first
 	if err := r.position("", 0); err != nil {
 		r.finish(err)
