@@ -30,6 +30,9 @@ type MmapOptions struct {
 	// syncDir makes the directory entry of the file durable. Default
 	// sys.SyncDir; tests watch or fail it.
 	syncDir func(dir string) error
+	// fdatasync makes the file's data durable. Default sys.Fdatasync;
+	// tests fail it.
+	fdatasync func(*os.File) error
 }
 
 // _mmapAlign is the alignment of mapping offsets: a multiple of every page
@@ -49,9 +52,10 @@ const _mmapAlign = 64 << 10
 // while it is mapped (touching a mapped page past the end of the file
 // raises SIGBUS).
 type Mmap struct {
-	f     *os.File
-	lock  io.Closer // the lock on the file, released by Close
-	chunk int64
+	f         *os.File
+	lock      io.Closer // the lock on the file, released by Close
+	chunk     int64
+	fdatasync func(*os.File) error
 
 	mu struct {
 		sync.Mutex
@@ -64,7 +68,11 @@ type Mmap struct {
 		grows          uint64
 		latency        Histogram // time to grow and remap
 	}
-	syncs     flushCounters // only syncs is used
+	syncs flushCounters // only syncs is used
+	// syncMu runs Syncs one at a time, so that none starts after one
+	// failed (a second fdatasync would report success for what the
+	// first lost).
+	syncMu    sync.Mutex
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -90,6 +98,9 @@ func OpenMmap(path string, opts *MmapOptions) (*Mmap, error) {
 	}
 	if o.syncDir == nil {
 		o.syncDir = sys.SyncDir
+	}
+	if o.fdatasync == nil {
+		o.fdatasync = sys.Fdatasync
 	}
 	chunk := (int64(o.ChunkSize) + _mmapAlign - 1) &^ (_mmapAlign - 1)
 	lock, err := lockFile(path, o.Perm)
@@ -120,7 +131,7 @@ func openMmap(path string, o MmapOptions, chunk int64) (*Mmap, error) {
 		f.Close()
 		return nil, fmt.Errorf("writer: %w", err)
 	}
-	m := &Mmap{f: f, chunk: chunk}
+	m := &Mmap{f: f, chunk: chunk, fdatasync: o.fdatasync}
 	m.mu.off = fi.Size()
 	if err := m.mapLocked(); err != nil {
 		f.Close()
@@ -215,13 +226,15 @@ func (m *Mmap) Flush(ctx context.Context) error {
 // writes back the pages dirtied through the mapping too. Writers are not
 // held up by the sync. An error is sticky.
 func (m *Mmap) Sync() error {
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
 	m.mu.Lock()
 	if err := m.stateLocked(); err != nil {
 		m.mu.Unlock()
 		return err
 	}
 	m.mu.Unlock()
-	if err := sys.Fdatasync(m.f); err != nil {
+	if err := m.fdatasync(m.f); err != nil {
 		if errors.Is(err, os.ErrClosed) {
 			return ErrClosed // Close won the race
 		}
@@ -252,7 +265,7 @@ func (m *Mmap) Close() error {
 		if terr := m.f.Truncate(m.mu.off); err == nil {
 			err = terr
 		}
-		if serr := sys.Fdatasync(m.f); err == nil {
+		if serr := m.fdatasync(m.f); err == nil {
 			err = serr
 			if serr == nil {
 				m.syncs.syncs.Add(1)

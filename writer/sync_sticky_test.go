@@ -3,6 +3,8 @@ package writer
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -107,6 +109,55 @@ func TestSlabSyncAfterFailedSync(t *testing.T) {
 		t.Errorf("sync after a failed sync = %v, want EIO", err)
 	}
 	if err := s.Close(); !errors.Is(err, syscall.EIO) {
+		t.Errorf("close = %v, want EIO", err)
+	}
+}
+
+// TestMmapSyncAfterFailedSync: as TestSlabSyncAfterFailedSync, for Mmap.
+func TestMmapSyncAfterFailedSync(t *testing.T) {
+	entered1, release1, returned1 := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	entered2 := make(chan struct{})
+	var smu sync.Mutex
+	calls := 0
+	fdatasync := func(f *os.File) error {
+		smu.Lock()
+		calls++
+		c := calls
+		smu.Unlock()
+		switch c {
+		case 1:
+			close(entered1)
+			<-release1
+			defer close(returned1)
+			return syscall.EIO
+		case 2:
+			close(entered2)
+			<-returned1 // this sync starts after the first failed
+		}
+		return nil
+	}
+	m, err := OpenMmap(filepath.Join(t.TempDir(), "m.log"), &MmapOptions{fdatasync: fdatasync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, m, []byte("a record\n"))
+	errA := make(chan error, 1)
+	go func() { errA <- m.Sync() }()
+	<-entered1
+	errB := make(chan error, 1)
+	go func() { errB <- m.Sync() }()
+	select {
+	case <-entered2:
+	case <-time.After(100 * time.Millisecond): // B waits for A, as it should
+	}
+	close(release1)
+	if err := <-errA; !errors.Is(err, syscall.EIO) {
+		t.Fatalf("first sync = %v, want EIO", err)
+	}
+	if err := <-errB; !errors.Is(err, syscall.EIO) {
+		t.Errorf("sync after a failed sync = %v, want EIO", err)
+	}
+	if err := m.Close(); !errors.Is(err, syscall.EIO) {
 		t.Errorf("close = %v, want EIO", err)
 	}
 }
