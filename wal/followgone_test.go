@@ -3,12 +3,15 @@ package wal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/appendlog/appendlog/internal/vfs"
 )
 
 // removeLogFiles removes the files of the log in dir, as `rm DIR/*` does:
@@ -239,5 +242,77 @@ func TestFollowEmptyLogFrontDeleted(t *testing.T) {
 		case from == 1 && (got || !ok || te.Seq != 1 || te.First != first):
 			t.Fatalf("from 1: Next %v at %d, Err %v; want a *TruncatedError{Seq: 1, First: %d}", got, r.Seq(), r.Err(), first)
 		}
+	}
+}
+
+// TestFollowFromPastEndFrontDeleted: a follower that began past the end of
+// the log (from ahead of the last record) and whose segment, and the next,
+// retention deletes while it waits, goes on to record from, which is still
+// there, instead of stopping with a *TruncatedError for records it never
+// asked for; when record from was deleted too, the *TruncatedError names
+// from.
+func TestFollowFromPastEndFrontDeleted(t *testing.T) {
+	for _, past := range []bool{false, true} {
+		t.Run(fmt.Sprintf("from-deleted=%v", past), func(t *testing.T) { followFromPastEnd(t, past) })
+	}
+}
+
+func followFromPastEnd(t *testing.T, past bool) {
+	dir := t.TempDir()
+	o := &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10}
+	l := mustOpen(t, dir, o)
+	defer l.Close()
+	appendN(t, l, 10)
+	noErr(t, l.Flush(context.Background()))
+	const from = 6000
+	r, err := OpenReader(dir, from, o)
+	noErr(t, err)
+	defer r.Close()
+	if r.Next() {
+		t.Fatalf("record %d before from", r.Seq())
+	}
+	noErr(t, r.Err())
+	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	if err := r.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait at the end of a quiet log: %v", err)
+	}
+	cancelShort()
+	segs := func() []segInfo {
+		s, _, _, err := listSegments(vfs.OS(), dir)
+		noErr(t, err)
+		return s
+	}
+	for l.NextSeq() < 3*from {
+		appendN(t, l, 100)
+		noErr(t, l.Flush(context.Background()))
+	}
+	noErr(t, l.Sync(context.Background()))
+	firstEnd := segs()[1].firstSeq // the end of the follower's segment
+	cut := uint64(from)
+	if past {
+		cut = 2 * from
+	}
+	noErr(t, l.TruncateFront(cut))
+	first := l.FirstSeq()
+	if first <= firstEnd || (first > from) != past {
+		t.Fatalf("first record left %d: want past %d, past %d: %v", first, firstEnd, from, past)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		if r.Next() {
+			if past || r.Seq() != from {
+				t.Fatalf("first record %d, want %d", r.Seq(), from)
+			}
+			return
+		}
+		if err := r.Err(); err != nil {
+			te, ok := errors.AsType[*TruncatedError](err)
+			if !past || !ok || te.Seq != from || te.First != first {
+				t.Fatalf("before record %d: %v", from, err)
+			}
+			return
+		}
+		noErr(t, r.Wait(ctx))
 	}
 }

@@ -382,6 +382,17 @@ func (r *Reader) advance() bool {
 		next, err = r.tab.acquire(end)
 	}
 	if err != nil {
+		if _, ok := errors.AsType[*TruncatedError](err); ok && r.fol != nil && r.from > end {
+			// Deleted, but the Reader wants only records from r.from on
+			// (it began past the log's end): position finds them.
+			r.tab.release(r.ls)
+			r.ls, r.expect = nil, end
+			if err := r.position("", 0); err != nil {
+				r.finish(err)
+				return false
+			}
+			return true
+		}
 		r.finish(err)
 		return false
 	}
@@ -755,6 +766,15 @@ func (r *Reader) followStart() bool {
 // segment's index.
 func (r *Reader) position(seg string, off int64) error {
 	ls, err := r.tab.acquire(r.expect)
+	if te, ok := errors.AsType[*TruncatedError](err); ok && r.from > r.expect {
+		// The records deleted are below r.from (the Reader began past the
+		// log's end): it never wanted them, unless they reach r.from.
+		if te.First > r.from {
+			return &TruncatedError{Seq: r.from, First: te.First}
+		}
+		r.expect = r.from
+		ls, err = r.tab.acquire(r.expect)
+	}
 	if err != nil {
 		return err
 	}
