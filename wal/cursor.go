@@ -583,7 +583,13 @@ func (c *Cursor) start(bounds func() (first, end uint64, err error)) (err error)
 		c.written = committed
 		return nil
 	}
-	// Make the cursor (or its clamped position) durable now.
+	// Make the cursor (or its clamped position) durable now. A cursor of
+	// an open Log clamps the checkpoint to the durable records, as every
+	// checkpoint is (the log's end may hold records not synced yet); the
+	// checkpointer writes the rest once they are.
+	if c.fol == nil {
+		committed = min(committed, c.l.DurableSeq()+1)
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	return c.writeDurable(committed)
