@@ -316,3 +316,34 @@ func followFromPastEnd(t *testing.T, past bool) {
 		noErr(t, r.Wait(ctx))
 	}
 }
+
+// TestFollowTableSegmentGone: a follower's table that lists a segment
+// whose file is gone when a Reader opens it says the log's files were
+// removed when no later segment is there, and names the first record
+// left when retention deleted it.
+func TestFollowTableSegmentGone(t *testing.T) {
+	dir := t.TempDir()
+	o := &Options{SegmentSize: 64 << 10, BufferSize: 64 << 10}
+	l := mustOpen(t, dir, o)
+	for l.Stats().SegmentsCreated < 3 {
+		appendN(t, l, 100)
+		noErr(t, l.Flush(context.Background()))
+	}
+	noErr(t, l.Close())
+	tab := &segTable{fsys: vfs.OS(), dir: dir, maxRec: o.withDefaults().MaxRecordSize, sealedOnly: true}
+	defer tab.close()
+	noErr(t, tab.refresh())
+	segs, _, _, err := listSegments(vfs.OS(), dir)
+	noErr(t, err)
+	last := segs[len(segs)-1]
+	noErr(t, os.Remove(filepath.Join(dir, last.name)))
+	_, err = tab.acquire(last.firstSeq)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "removed") || !strings.Contains(err.Error(), last.name) {
+		t.Fatalf("the last segment removed: %v", err)
+	}
+	noErr(t, os.Remove(filepath.Join(dir, segs[0].name)))
+	_, err = tab.acquire(segs[0].firstSeq)
+	if te, ok := errors.AsType[*TruncatedError](err); !ok || te.First != segs[1].firstSeq {
+		t.Fatalf("the first segment deleted: %v", err)
+	}
+}

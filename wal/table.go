@@ -217,6 +217,16 @@ func (t *segTable) acquire(seq uint64) (*liveSeg, error) {
 			// since.
 			return nil, &TruncatedError{Seq: seq, First: segs[k+1].firstSeq}
 		}
+		if err != nil && t.sealedOnly && errors.Is(err, fs.ErrNotExist) {
+			// The last segment listed is gone. Retention deletes a segment
+			// only once a later one exists: unless a listing now shows one
+			// (which the table's missed), the log's files were removed.
+			if now, _, _, lerr := listSegments(t.fsys, t.dir); lerr == nil && len(now) > 0 && now[0].firstSeq > seq {
+				return nil, &TruncatedError{Seq: seq, First: now[0].firstSeq}
+			} else if lerr == nil && (len(now) == 0 || now[len(now)-1].firstSeq <= s.firstSeq) {
+				return nil, fmt.Errorf("wal: follow %s: segment %s is gone and no later segment is there: the log's files were removed: %w", t.dir, s.name, err)
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("wal: open %s for reading: %w", s.name, err)
 		}
