@@ -369,6 +369,12 @@ func newShipper(opts *KafkaOptions, maxWindow int, open func(o *KafkaOptions, wi
 		kgo.DefaultProduceTopic(o.Topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
+		// OUT_OF_ORDER_SEQUENCE_NUMBER (or UNKNOWN_PRODUCER_ID) means the
+		// broker lost records this producer wrote, which the cursor may
+		// have passed: by default the client would take a new producer
+		// ID, renumber and go on without a word. Fail the record instead,
+		// so that Run stops and says so.
+		kgo.StopProducerOnDataLossDetected(),
 		kgo.ProducerBatchCompression(codec),
 		kgo.ProducerLinger(o.Linger),
 		kgo.MaxBufferedRecords(o.MaxInFlightRecords),
@@ -928,6 +934,10 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 		s.prodErrs.Add(1)
 		s.failOnce.Do(func() {
 			s.failErr = fmt.Errorf("ship: Kafka refused record %d of %s: %w", seq, s.in.name(), err)
+			if errors.Is(err, kerr.OutOfOrderSequenceNumber) || errors.Is(err, kerr.UnknownProducerID) {
+				s.failErr = fmt.Errorf("ship: Kafka refused record %d of %s: it no longer holds records this shipper wrote to %s/%d before it (an unclean leader election, a replica that lost its data): records below the cursor %q (at %d) may be missing from the topic: %w",
+					seq, s.in.name(), s.o.Topic, r.Partition, s.o.Cursor, s.in.committed(), err)
+			}
 			if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
 				s.failErr = fmt.Errorf("%w to write topic %q on %v (the user needs Write on the topic, and IdempotentWrite on the cluster for brokers before Kafka 2.8): %w",
 					ErrNotAuthorized, s.o.Topic, s.o.Brokers, err)
