@@ -175,9 +175,7 @@ type Config struct {
 	// that producers in the steady state never wake it (waking an idle
 	// thread is a futex call, far dearer than a claim). A producer wakes
 	// it only when the ring is more than half full, when it waits, or
-	// when the flusher was idle. Default Size/4; at most Size/2 (a larger
-	// value is lowered to it), so that the kick past half a ring always
-	// finds a batch to write.
+	// when the flusher was idle. Default Size/4.
 	FlushBytes int
 	// MaxWrite bounds the bytes of one Sink.Write; space is released after
 	// each. Default max(Size/8, min(Size/2, 1 MiB)): large rings release
@@ -232,10 +230,6 @@ func (c *Config) fill() error {
 	if c.FlushBytes <= 0 {
 		c.FlushBytes = c.Size / 4
 	}
-	// A producer that never waits (TryClaim) kicks the flusher only past
-	// half a ring (see Commit): a pass must then be urgent, or a full ring
-	// stays full until FlushInterval.
-	c.FlushBytes = min(c.FlushBytes, c.Size/2)
 	if c.MaxWrite <= 0 {
 		c.MaxWrite = max(c.Size/8, min(c.Size/2, 1<<20))
 	}

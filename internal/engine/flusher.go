@@ -202,7 +202,13 @@ type plan struct {
 
 // decide reads the engine's positions and requests and says whether this
 // pass writes: when stopping, when the timer fired, on demand, when
-// FlushBytes are claimed but unwritten, or when the sync policy is due.
+// FlushBytes are claimed but unwritten, when more than half the ring is
+// claimed and not released, or when the sync policy is due.
+//
+// Past half a ring is the one kick a producer that never waits (TryClaim,
+// Drop mode) gives (see Commit): a pass it starts must write, whatever
+// FlushBytes is, or a full ring stays full, dropping every record, until
+// the timer.
 func (f *flusher) decide(fired bool) plan {
 	e, cfg := f.e, f.cfg
 	pos, _ := e.Tail()
@@ -217,7 +223,7 @@ func (f *flusher) decide(fired bool) plan {
 	p.demand = e.waiters.Load() != 0 || e.flushReq.Load() > w || e.syncReq.Load() > s
 	p.dueBatch = cfg.Sync == SyncBatch && !f.dataSince.IsZero() && p.now.Sub(f.dataSince) >= cfg.BatchAge
 	p.dueInterval = cfg.Sync == SyncInterval && pos > s && p.now.Sub(f.lastSync) >= cfg.SyncEvery
-	p.urgent = f.stopping || fired || p.demand || pos-w >= uint64(cfg.FlushBytes) || p.dueBatch || p.dueInterval
+	p.urgent = f.stopping || fired || p.demand || pos-w >= uint64(cfg.FlushBytes) || pos-e.released.Load() > e.half || p.dueBatch || p.dueInterval
 	return p
 }
 
