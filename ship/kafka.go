@@ -761,6 +761,11 @@ func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32)
 		kgo.SeedBrokers(s.o.Brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.o.Topic: at}),
 		kgo.DialTimeout(s.o.ConnectTimeout),
+		// The last offset may be a transaction marker another writer
+		// left: without its control record, nothing would be returned at
+		// that offset, and the loop below would wait until the deadline.
+		// It is another writer's (ours has no headers).
+		kgo.KeepControlRecords(),
 	}
 	rd, err := kgo.NewClient(append(opts, s.o.ClientOptions...)...)
 	if err != nil {
