@@ -44,6 +44,13 @@ func TestCommitWakesFlusherOnALongTimer(t *testing.T) {
 			}
 			defer e.Close()
 			a := commitN(t, e, 100)
+			// Not before the flusher took the commit: advanceUntil would
+			// move the clock to a TimedSink's long timer, the only one
+			// armed until then.
+			start := clk.Now()
+			waitTimer(t, clk, "the first commit makes the flusher arm its flush timer", func(at time.Time) bool {
+				return !at.After(start.Add(flushEvery))
+			})
 			advanceUntil(t, e, clk, "the first record written by the flush timer", func() bool {
 				return e.Written() >= a.Pos+100
 			})
