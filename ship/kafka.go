@@ -678,6 +678,9 @@ func (s *Shipper) prepare(ctx context.Context) error {
 			continue // the records up to it are not read again
 		}
 		rec, ok, err := s.in.record(seq)
+		if errors.Is(err, wal.ErrTruncated) {
+			ok, err = false, nil // deleted since: nothing to compare with
+		}
 		if err != nil {
 			return fmt.Errorf("ship: read record %d of %s to compare it with the last record of %s/%d: %w", seq, s.in.name(), s.o.Topic, p, err)
 		}
@@ -686,7 +689,37 @@ func (s *Shipper) prepare(ctx context.Context) error {
 				s.o.Topic, p, seq, s.o.Source, seq, s.in.name())
 		}
 	}
-	return nil
+	return s.checkDeleted(parts, from)
+}
+
+// checkDeleted refuses to ship when the records after the last one Kafka
+// holds of this source (s.last, over parts), up to from, where the source
+// reads from, are no longer in the source: they were deleted before they
+// were shipped (the shipper's cursor deleted or new, then retention or
+// TruncateFront), and shipping from from would leave them out in silence.
+// A partition whose last record is another writer's says nothing of what
+// of ours is there, and then neither does this check.
+func (s *Shipper) checkDeleted(parts []int32, from uint64) error {
+	if len(s.last) == 0 || len(s.last) < len(parts) {
+		return nil
+	}
+	var top uint64 // no record after it is in any partition
+	for _, seq := range s.last {
+		top = max(top, seq)
+	}
+	if top+1 >= from {
+		return nil
+	}
+	_, _, err := s.in.record(top + 1)
+	if !errors.Is(err, wal.ErrTruncated) {
+		return nil // held still (or not readable: the run will say)
+	}
+	upTo := from - 1
+	if te, ok := errors.AsType[*wal.TruncatedError](err); ok && te.First > top+1 {
+		upTo = min(upTo, te.First-1)
+	}
+	return fmt.Errorf("ship: the last record of source %q in topic %q is record %d, and %s no longer holds records %d to %d: they were deleted before they were shipped (or Kafka lost them), and the shipper's cursor %q starts after them at %d; nothing was sent: %w",
+		s.o.Source, s.o.Topic, top, s.in.name(), top+1, upTo, s.o.Cursor, from, err)
 }
 
 // _recordOverhead bounds what a record adds to its size in a batch of its

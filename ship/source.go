@@ -35,8 +35,8 @@ type source interface {
 	// lost reports records deleted before they were read, which the
 	// source went on after.
 	lost() error
-	// record returns a copy of record seq, and false if the source no
-	// longer holds it (or never did).
+	// record returns a copy of record seq, and false if the source never
+	// held it; an error wrapping wal.ErrTruncated if it no longer does.
 	record(seq uint64) ([]byte, bool, error)
 	// name describes the source in errors.
 	name() string
@@ -54,9 +54,6 @@ type walSource struct {
 
 func (w *walSource) record(seq uint64) ([]byte, bool, error) {
 	r, err := w.open(seq)
-	if errors.Is(err, wal.ErrTruncated) {
-		return nil, false, nil
-	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -142,10 +139,7 @@ func (gs *groupSource) record(seq uint64) ([]byte, bool, error) {
 		}
 		return found
 	})
-	switch {
-	case errors.Is(err, wal.ErrTruncated):
-		return nil, false, nil
-	case err != nil && err != found:
+	if err != nil && err != found {
 		return nil, false, err
 	}
 	return rec, rec != nil, nil
