@@ -208,8 +208,12 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 	if runErr != nil {
 		res.Error = runErr.Error()
 	}
-	fmt.Fprintf(stderr, "appendlog ship: %d records (%s) to %s in %.2f s, %.0f records/s; %d already in Kafka skipped; cursor %s at %d\n",
-		st.Shipped, humanBytes(int64(st.Bytes)), f.topic, elapsed.Seconds(), res.RecordsPerSec, st.Skipped, f.cursor, st.Committed)
+	position := "cursor " + f.cursor
+	if f.stream != "" {
+		position = "group " + f.group // the stream is read through it, not --cursor
+	}
+	fmt.Fprintf(stderr, "appendlog ship: %d records (%s) to %s in %.2f s, %.0f records/s; %d already in Kafka skipped; %s at %d\n",
+		st.Shipped, humanBytes(int64(st.Bytes)), f.topic, elapsed.Seconds(), res.RecordsPerSec, st.Skipped, position, st.Committed)
 	if f.asJSON {
 		if err := json.NewEncoder(cmd.OutOrStdout()).Encode(&res); err != nil {
 			return err
