@@ -178,8 +178,26 @@ func benchConfig(f *benchFlags) (bench.Config, error) {
 		}
 	}
 	if f.dir != "" {
-		if err := checkDir(f.dir); err != nil {
-			return cfg, &usageError{fmt.Errorf("--dir: %w", err)}
+		if fi, err := os.Stat(f.dir); errors.Is(err, os.ErrNotExist) {
+			return cfg, usagef("--dir: %s: no such directory", f.dir)
+		} else if err != nil {
+			return cfg, usagef("--dir: %v", err)
+		} else if !fi.IsDir() {
+			return cfg, usagef("--dir: %s: not a directory", f.dir)
+		}
+	}
+	// A report that cannot be written is refused now, not after the run.
+	for _, out := range []struct{ flag, path string }{{"--json", f.jsonPath}, {"--chart", f.chartPath}} {
+		if out.path == "" {
+			continue
+		}
+		parent := filepath.Dir(out.path)
+		if fi, err := os.Stat(parent); errors.Is(err, os.ErrNotExist) {
+			return cfg, usagef("%s %s: %s: no such directory", out.flag, out.path, parent)
+		} else if err != nil {
+			return cfg, usagef("%s %s: %v", out.flag, out.path, err)
+		} else if !fi.IsDir() {
+			return cfg, usagef("%s %s: %s is not a directory", out.flag, out.path, parent)
 		}
 	}
 	if err := cfg.Validate(); err != nil {

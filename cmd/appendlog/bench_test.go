@@ -101,6 +101,10 @@ func TestBenchPNG(t *testing.T) {
 
 func TestBenchUsageErrors(t *testing.T) {
 	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -121,11 +125,21 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "--records", "-5"}, "--records must be positive"},
 		{[]string{"bench", "--chart", "out.gif"}, "must end in .svg or .png"},
 		{[]string{"bench", "--dir", filepath.Join(dir, "missing")}, "no such directory"},
+		// --dir is where bench makes its own directory, not a log.
+		{[]string{"bench", "--dir", file}, file + ": not a directory"},
+		// Reports whose directory is missing are refused before the run,
+		// not after minutes of measuring.
+		{[]string{"bench", "--json", filepath.Join(dir, "missing", "b.json")}, "--json " + filepath.Join(dir, "missing", "b.json") + ": " + filepath.Join(dir, "missing") + ": no such directory"},
+		{[]string{"bench", "--chart", filepath.Join(dir, "missing", "b.svg")}, "--chart " + filepath.Join(dir, "missing", "b.svg") + ": " + filepath.Join(dir, "missing") + ": no such directory"},
+		{[]string{"bench", "--json", filepath.Join(file, "b.json")}, "not a directory"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			r := runInProcess(tt.args...)
 			checkNoCrash(t, r)
 			expect(t, r, exitUsage, tt.want, "--help")
+			if strings.Contains(r.stderr, "log directory") {
+				t.Errorf("bench's --dir is not a log directory:\n%s", r)
+			}
 			if r.stdout != "" {
 				t.Fatalf("usage error printed to stdout:\n%s", r)
 			}
