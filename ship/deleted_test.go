@@ -25,6 +25,7 @@ func TestShipRecordsDeletedBeforeShipped(t *testing.T) {
 	noErr(t, ToKafka(context.Background(), l, opts(c)))
 	noErr(t, l.DeleteCursor(DefaultCursor))
 	appendN(t, l, 20000)
+	noErr(t, l.Sync(context.Background()))
 	noErr(t, l.TruncateFront(15000))
 	first := l.FirstSeq()
 	if first <= 101 {
@@ -39,5 +40,31 @@ func TestShipRecordsDeletedBeforeShipped(t *testing.T) {
 	}
 	if st := s.Stats(); st.Shipped != 0 {
 		t.Fatalf("Run shipped %d records after the deleted ones", st.Shipped)
+	}
+}
+
+// TestShipRecordsDeletedUnderCursor: retention that ignores cursors
+// deleted records the shipper's cursor had not passed. Run stops with a
+// *wal.TruncatedError naming the first record left, and ships nothing
+// after the deleted ones.
+func TestShipRecordsDeletedUnderCursor(t *testing.T) {
+	c := cluster(t, 1)
+	l, err := wal.Open(t.TempDir(), &wal.Options{SegmentSize: 64 << 10, Retention: wal.Retention{IgnoreCursors: true}})
+	noErr(t, err)
+	t.Cleanup(func() { l.Close() })
+	appendN(t, l, 100)
+	noErr(t, ToKafka(context.Background(), l, opts(c)))
+	appendN(t, l, 20000)
+	noErr(t, l.Sync(context.Background()))
+	noErr(t, l.TruncateFront(15000))
+	s, err := NewKafka(l, opts(c))
+	noErr(t, err)
+	defer s.Close()
+	err = s.Run(context.Background())
+	if te, ok := errors.AsType[*wal.TruncatedError](err); !ok || te.First != l.FirstSeq() {
+		t.Fatalf("Run after records below its cursor were deleted: %v", err)
+	}
+	if st := s.Stats(); st.Shipped != 0 || st.Committed != 101 {
+		t.Fatalf("Run after records below its cursor were deleted: %+v", st)
 	}
 }
