@@ -37,7 +37,9 @@
 // past the log's end, or a payload other than the log's record of that
 // sequence number (a log made anew in the directory of one shipped
 // before, which has the same default Source), stops Run before anything
-// is sent; give each log a Source of its own.
+// is sent; give each log a Source of its own. Nor may the log have
+// deleted, unshipped, the records after it (a cursor deleted or made anew
+// once retention had passed them): Run stops naming them, nothing sent.
 //
 // This is exact when the shipper is the only writer of the partitions it
 // writes: the idempotent producer writes each partition's records in the
@@ -65,4 +67,7 @@
 // stops the shipper with an error naming it and the cursor below it;
 // records sent after it may be in Kafka already, and a restart would then
 // skip it: fix the cause and check the topic before starting again.
+// Kafka saying it lost records the shipper wrote (an out-of-order
+// sequence number: an unclean leader election) stops it the same way,
+// instead of the client renumbering and going on.
 package ship
