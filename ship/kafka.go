@@ -651,6 +651,10 @@ func (s *Shipper) prepare(ctx context.Context) error {
 		return fmt.Errorf("ship: topic %q: %w", s.o.Topic, td.Err)
 	}
 	s.nparts = int32(len(td.Partitions))
+	if s.nparts == 0 {
+		// A keyed shipper's partition is its key's hash modulo the count.
+		return fmt.Errorf("ship: topic %q on %v has no partitions (is it being created or deleted?)", s.o.Topic, s.o.Brokers)
+	}
 	s.maxRecord = s.recordLimit(ctx, adm)
 	if s.o.Key == nil && s.o.Partition >= s.nparts {
 		return fmt.Errorf("ship: topic %q has %d partitions, no partition %d", s.o.Topic, s.nparts, s.o.Partition)
