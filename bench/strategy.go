@@ -125,7 +125,7 @@ func Strategies() []Strategy {
 		{Name: "ring", Kind: PageCache, Use: "writer.OpenFile(path, nil)", Doc: "writer.Ring: lock-free claim/commit ring (8 MiB), one flusher goroutine, buffered file", open: openRing(false)},
 		{Name: "ring-direct", Kind: Device, Use: "writer.OpenFile(path, &writer.RingOptions{Direct: true})", Doc: "writer.Ring with O_DIRECT", open: openRing(true), probe: probeDirect},
 		{Name: "wal-nosync", Kind: PageCache, Use: "wal.Open(dir, &wal.Options{Sync: wal.SyncNever})", Doc: "wal.Log, SyncNever: framed, sequence-numbered records", open: openWAL(false)},
-		{Name: "wal-batch", Kind: Durable, Use: "wal.Open(dir, nil), then Append and WaitDurable or Sync", Doc: "wal.Log, SyncBatch group commit; the clock stops after the final Sync", open: openWAL(true)},
+		{Name: "wal-batch", Kind: Durable, Use: "wal.Open(dir, nil), Append from each writer, then one Sync (a WaitDurable after every Append instead runs at the group-commit rate)", Doc: "wal.Log, SyncBatch group commit; the clock stops after the final Sync", open: openWAL(true)},
 		{Name: "io_uring", Kind: PageCache, Doc: "64 KiB buffers under a mutex, written by IORING_OP_WRITE with up to 8 in flight", open: openUring, probe: probeUring},
 	}
 }
