@@ -53,6 +53,17 @@
 // (KafkaOptions.Key), since a record's partition is its key's hash modulo
 // the count.
 //
+// One window is not closed: a produce request that a killed shipper sent
+// just before it died may still be inside the broker (received, not yet
+// replicated to every in-sync replica, so not visible) when the restarted
+// shipper reads back the last record. It lands afterwards, and the records
+// it carries have been sent again by then: they appear twice. The window
+// is the broker's replication delay; a new process gets a new producer ID,
+// so idempotence cannot catch it. Closing it needs a transactional
+// producer whose transactional ID, stable per Source, fences the dead
+// process's requests; until then, the records a shipper had in flight when
+// it was killed are delivered at least once.
+//
 // A record too large for the topic (its max.message.bytes, read at start
 // when the user may describe the topic's configuration) or for the client
 // (ProducerBatchMaxBytes, MaxInFlightBytes) is never sent: the shipper
