@@ -26,8 +26,9 @@
 //
 //   - File.Sync makes the file's current content and size durable.
 //   - Writes since the last Sync are kept in a per-file log of
-//     (offset, bytes). Truncate and Preallocate change only the current
-//     size; the durable size changes only on Sync.
+//     (offset, bytes), and so are size changes (Truncate, Preallocate,
+//     O_TRUNC). Sync makes the size durable; until then a crash may or
+//     may not have committed a size change.
 //   - SyncDir(dir) makes dir's current entries durable. Until then, after a
 //     crash, a created file or directory does not exist, a renamed file is
 //     back at its old name and a removed file is back with its durable
@@ -37,10 +38,14 @@
 // only. With a nil rng, only synced content survives. With an rng, each
 // unsynced write is independently kept or lost with probability 1/2, and a
 // kept write may be torn: only a prefix of it, ending on a 512-byte sector
-// boundary of the file, survives. Kept writes are applied in order on top of
-// the durable content, so a crash leaves torn tails, zero-filled holes (a
-// later write kept, an earlier one lost) and partially persisted writes, as
-// a real disk can. The outcome depends only on the operations and the rng's
+// boundary of the file, survives. Unsynced size changes survive as a
+// journal commits them: in order, a random prefix of them (possibly none,
+// possibly all). Kept writes and surviving size changes are applied in
+// order on top of the durable content, so a crash leaves torn tails,
+// zero-filled holes (a later write kept, an earlier one lost), zero-filled
+// tails (a preallocation kept, the writes into it lost), files emptied by
+// a truncate whose rewrite was lost, and partially persisted writes, as a
+// real disk can. The outcome depends only on the operations and the rng's
 // seed. Locks do not survive a crash.
 //
 // After Crash the old MemFS is dead: every operation on it, on its open

@@ -56,10 +56,14 @@ type memNode struct {
 	locked  bool       // held by Lock
 }
 
-// memWrite is one write since the last Sync.
+// memWrite is one write or size change since the last Sync.
 type memWrite struct {
 	off  int64
-	data []byte // a private copy
+	data []byte // a private copy; nil for a size change
+	// size is what a size change sets (Truncate) or grows to (Preallocate,
+	// with grow set); -1 for a write.
+	size int64
+	grow bool
 }
 
 func newDir(perm fs.FileMode) *memNode {
@@ -403,8 +407,9 @@ func (m *MemFS) Lock(name string, holder string) (io.Closer, error) {
 // files and its locks fails with ErrCrashed) and returns a new MemFS holding
 // only m's durable state. If rng is nil only synced content survives;
 // otherwise each write since its file's last Sync is kept with probability
-// 1/2 and a kept write may be torn at a 512-byte boundary, as described in
-// the package documentation. The result is deterministic for a given
+// 1/2, a kept write may be torn at a 512-byte boundary, and a random prefix
+// of the size changes since the last Sync survives, as described in the
+// package documentation. The result is deterministic for a given
 // sequence of operations and rng seed. Calling Crash again on the dead m
 // returns another outcome of the same power cut.
 func (m *MemFS) Crash(rng *rand.Rand) *MemFS {
@@ -440,7 +445,23 @@ func (c *crasher) node(old *memNode) *memNode {
 	}
 	content := slices.Clone(old.synced)
 	if c.rng != nil {
+		// A journal commits size changes in order, so the first sizes of
+		// them survive.
+		sizes := 0
 		for _, w := range old.log {
+			if w.size >= 0 {
+				sizes++
+			}
+		}
+		sizes = c.rng.IntN(sizes + 1)
+		for _, w := range old.log {
+			if w.size >= 0 {
+				if sizes > 0 && (!w.grow || int(w.size) > len(content)) {
+					content = resize(content, int(w.size))
+				}
+				sizes--
+				continue
+			}
 			if c.rng.IntN(2) == 0 {
 				continue // lost
 			}
@@ -491,14 +512,25 @@ func (n *memNode) write(p []byte, off int64) {
 		return
 	}
 	n.data = writeAt(n.data, p, off)
-	n.log = append(n.log, memWrite{off: off, data: slices.Clone(p)})
+	n.log = append(n.log, memWrite{off: off, data: slices.Clone(p), size: -1})
 }
 
-// truncate sets the current size.
+// truncate sets the current size and logs the change for Crash.
 // REQUIRES: the MemFS's mu is held.
 func (n *memNode) truncate(size int) {
 	n.data = resize(n.data, size)
 	n.minSize = min(n.minSize, size)
+	n.log = append(n.log, memWrite{size: int64(size)})
+}
+
+// grow extends the current size to size if it is smaller and logs the
+// change for Crash.
+// REQUIRES: the MemFS's mu is held.
+func (n *memNode) grow(size int) {
+	if size > len(n.data) {
+		n.data = resize(n.data, size)
+		n.log = append(n.log, memWrite{size: int64(size), grow: true})
+	}
 }
 
 // sync makes the current content durable. It copies only what may differ
@@ -636,9 +668,7 @@ func (f *memFile) Preallocate(off, n int64) error {
 		return err
 	}
 	defer f.fs.mu.Unlock()
-	if end := int(off + n); end > len(f.node.data) {
-		f.node.data = resize(f.node.data, end)
-	}
+	f.node.grow(int(off + n))
 	return nil
 }
 

@@ -132,6 +132,66 @@ func TestMemCrashTruncateIsConservative(t *testing.T) {
 	}
 }
 
+// TestMemCrashUnsyncedSizeChangesMaySurvive checks that a truncate or a
+// preallocation not yet synced may reach the disk before a power cut, as
+// ext4 may commit the size change in its journal without any fsync: a file
+// rewritten in place after Truncate(0) may come back empty, and a
+// preallocated file may come back at its new size with a zero tail.
+func TestMemCrashUnsyncedSizeChangesMaySurvive(t *testing.T) {
+	t.Run("truncate", func(t *testing.T) {
+		m := vfs.NewMem()
+		f := newDurable(t, m, "/meta")
+		mustWrite(t, f, "old content", 0)
+		mustSync(t, f)
+		if err := f.Truncate(0); err != nil {
+			t.Fatal(err)
+		}
+		mustWrite(t, f, "new", 0)
+		m.Crash(nil)
+		var sawEmpty, sawOld bool
+		for seed := range uint64(100) {
+			got := mustRead(t, m.Crash(rand.New(rand.NewPCG(seed, 3))), "/meta")
+			switch string(got) {
+			case "":
+				sawEmpty = true
+			case "old content":
+				sawOld = true
+			case "new", "new content":
+			default:
+				t.Fatalf("seed %d: impossible content %q", seed, got)
+			}
+		}
+		if !sawEmpty || !sawOld {
+			t.Fatalf("outcomes: empty=%v old=%v; want both", sawEmpty, sawOld)
+		}
+	})
+	t.Run("preallocate", func(t *testing.T) {
+		m := vfs.NewMem()
+		f := newDurable(t, m, "/seg")
+		mustWrite(t, f, "head", 0)
+		mustSync(t, f)
+		if err := f.Preallocate(0, 4096); err != nil {
+			t.Fatal(err)
+		}
+		m.Crash(nil)
+		var sawGrown, sawShort bool
+		for seed := range uint64(100) {
+			got := mustRead(t, m.Crash(rand.New(rand.NewPCG(seed, 3))), "/seg")
+			switch {
+			case string(got) == "head":
+				sawShort = true
+			case len(got) == 4096 && string(got[:4]) == "head" && bytes.Equal(got[4:], make([]byte, 4092)):
+				sawGrown = true
+			default:
+				t.Fatalf("seed %d: impossible content (len %d)", seed, len(got))
+			}
+		}
+		if !sawGrown || !sawShort {
+			t.Fatalf("outcomes: grown=%v short=%v; want both", sawGrown, sawShort)
+		}
+	})
+}
+
 func TestMemCrashDirectoryEntries(t *testing.T) {
 	m := vfs.NewMem()
 	synced := newDurable(t, m, "/d/synced")
