@@ -37,12 +37,14 @@
 // [MemFS.Crash] returns a new, independent MemFS built from durable state
 // only. With a nil rng, only synced content survives. With an rng, each
 // unsynced write is independently kept or lost with probability 1/2, and a
-// kept write may be torn: only a prefix of it, ending on a 512-byte sector
-// boundary of the file, survives. Unsynced size changes survive as a
+// kept write may be torn at the 512-byte sector boundaries of the file
+// inside it: then each piece between them survives or not independently,
+// so a later part of a write may survive an earlier one, as page writeback
+// and a disk's cache promise no order. Unsynced size changes survive as a
 // journal commits them: in order, a random prefix of them (possibly none,
 // possibly all). Kept writes and surviving size changes are applied in
 // order on top of the durable content, so a crash leaves torn tails,
-// zero-filled holes (a later write kept, an earlier one lost), zero-filled
+// zero-filled holes (a later write or sector kept, an earlier one lost), zero-filled
 // tails (a preallocation kept, the writes into it lost), files emptied by
 // a truncate whose rewrite was lost, and partially persisted writes, as a
 // real disk can. The outcome depends only on the operations and the rng's

@@ -14,7 +14,7 @@ import (
 )
 
 // _sectorSize is the granularity at which Crash tears a write: a torn write
-// keeps a prefix ending on a multiple of _sectorSize within the file.
+// keeps some of its pieces between multiples of _sectorSize of the file.
 const _sectorSize = 512
 
 // MemFS is an in-memory FS that can simulate a power cut; see the package
@@ -407,7 +407,7 @@ func (m *MemFS) Lock(name string, holder string) (io.Closer, error) {
 // files and its locks fails with ErrCrashed) and returns a new MemFS holding
 // only m's durable state. If rng is nil only synced content survives;
 // otherwise each write since its file's last Sync is kept with probability
-// 1/2, a kept write may be torn at a 512-byte boundary, and a random prefix
+// 1/2, a kept write may be torn at 512-byte boundaries, and a random prefix
 // of the size changes since the last Sync survives, as described in the
 // package documentation. The result is deterministic for a given
 // sequence of operations and rng seed. Calling Crash again on the dead m
@@ -465,15 +465,19 @@ func (c *crasher) node(old *memNode) *memNode {
 			if c.rng.IntN(2) == 0 {
 				continue // lost
 			}
-			data := w.data
-			// Sector boundaries strictly inside the write are where it may tear.
+			// A kept write may tear at the sector boundaries strictly inside
+			// it: then each piece between them survives or not on its own.
 			first := (w.off/_sectorSize + 1) * _sectorSize
-			end := w.off + int64(len(data))
-			if first < end && c.rng.IntN(2) == 0 {
-				cut := first + _sectorSize*c.rng.Int64N((end-1-first)/_sectorSize+1)
-				data = data[:cut-w.off]
+			end := w.off + int64(len(w.data))
+			if first >= end || c.rng.IntN(2) == 0 {
+				content = writeAt(content, w.data, w.off)
+				continue
 			}
-			content = writeAt(content, data, w.off)
+			for lo, hi := w.off, first; lo < end; lo, hi = hi, min(hi+_sectorSize, end) {
+				if c.rng.IntN(2) == 0 {
+					content = writeAt(content, w.data[lo-w.off:hi-w.off], lo)
+				}
+			}
 		}
 	}
 	n := &memNode{perm: old.perm, data: content, synced: slices.Clone(content), minSize: len(content)}
