@@ -106,6 +106,12 @@ func testReadWrite(t *testing.T, fsys vfs.FS, dir string) {
 		t.Fatal(err)
 	}
 	wantContents(t, f, []byte("hello\x00\x00\x00world"))
+	// Reading nothing succeeds anywhere, as (*os.File).ReadAt does.
+	for _, off := range []int64{0, 13, 100} {
+		if n, err := f.ReadAt(nil, off); n != 0 || err != nil {
+			t.Fatalf("ReadAt(nil, %d): %d %v, want 0 <nil>", off, n, err)
+		}
+	}
 	if n, err := f.WritevAt([][]byte{[]byte("AB"), nil, []byte("C")}, 13); n != 3 || err != nil {
 		t.Fatalf("WritevAt: %d %v", n, err)
 	}
@@ -363,6 +369,24 @@ func testRenameRemove(t *testing.T, fsys vfs.FS, dir string) {
 	// An empty directory can be removed.
 	sub := filepath.Join(dir, "sub")
 	if err := fsys.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing is renamed onto an existing directory, even an empty one
+	// (os.Rename refuses it with EEXIST): both names stay.
+	other := filepath.Join(dir, "other")
+	if err := fsys.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fc := create(t, fsys, filepath.Join(dir, "c"))
+	for _, from := range []string{other, fc.Name()} {
+		if err := fsys.Rename(from, sub); !errors.Is(err, fs.ErrExist) {
+			t.Fatalf("Rename %s onto an empty directory: %v, want fs.ErrExist", from, err)
+		}
+		if _, err := fsys.Stat(from); err != nil {
+			t.Fatalf("after refused Rename: %v", err)
+		}
+	}
+	if err := fsys.Remove(other); err != nil {
 		t.Fatal(err)
 	}
 	if err := fsys.Remove(sub); err != nil {

@@ -239,9 +239,10 @@ func (m *MemFS) Remove(name string) error {
 	return nil
 }
 
-// Rename renames oldname to newname, replacing a file (or an empty
-// directory, when renaming a directory) at newname. Until SyncDir on both
-// parents, a crash may show the old name, the new one, or both.
+// Rename renames oldname to newname, replacing a file at newname. Like
+// os.Rename, it refuses an existing directory at newname (fs.ErrExist).
+// Until SyncDir on both parents, a crash may show the old name, the new
+// one, both, or (when only the old parent was synced) neither.
 func (m *MemFS) Rename(oldname, newname string) error {
 	if err := m.lock("rename", oldname); err != nil {
 		return err
@@ -279,12 +280,10 @@ func (m *MemFS) renameLocked(oldname, newname string) error {
 	}
 	if dst, ok := ndir.children[nbase]; ok {
 		switch {
-		case dst.isDir && !n.isDir:
-			return errIsDir
-		case !dst.isDir && n.isDir:
+		case dst.isDir:
+			return fs.ErrExist // as os.Rename refuses it, even when empty
+		case n.isDir:
 			return errNotDir
-		case dst.isDir && len(dst.children) > 0:
-			return errNotEmpty
 		}
 	}
 	delete(odir.children, obase)
@@ -606,6 +605,9 @@ func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 	}
 	defer f.fs.mu.Unlock()
 	data := f.node.data
+	if len(p) == 0 {
+		return 0, nil // as (*os.File).ReadAt
+	}
 	if off >= int64(len(data)) {
 		return 0, io.EOF
 	}

@@ -53,7 +53,9 @@ type FS interface {
 	OpenRegular(name string, flag int, perm os.FileMode) (File, error)
 	// Remove removes a file or an empty directory.
 	Remove(name string) error
-	// Rename renames oldname to newname, replacing newname if it exists.
+	// Rename renames oldname to newname, replacing newname if it is a
+	// file; an existing directory at newname is refused (fs.ErrExist), as
+	// os.Rename refuses it.
 	Rename(oldname, newname string) error
 	// MkdirAll creates dir and any missing parents.
 	MkdirAll(dir string, perm os.FileMode) error
