@@ -33,6 +33,9 @@
 //     crash, a created file or directory does not exist, a renamed file is
 //     back at its old name and a removed file is back with its durable
 //     content. A file can be durable in content but not reachable by name.
+//     A rename between directories is durable on each side separately:
+//     with only the new parent synced, a crash shows the file under both
+//     names (one file); with only the old parent synced, under neither.
 //
 // [MemFS.Crash] returns a new, independent MemFS built from durable state
 // only. With a nil rng, only synced content survives. With an rng, each
@@ -44,10 +47,10 @@
 // journal commits them: in order, a random prefix of them (possibly none,
 // possibly all). Kept writes and surviving size changes are applied in
 // order on top of the durable content, so a crash leaves torn tails,
-// zero-filled holes (a later write or sector kept, an earlier one lost), zero-filled
-// tails (a preallocation kept, the writes into it lost), files emptied by
-// a truncate whose rewrite was lost, and partially persisted writes, as a
-// real disk can. The outcome depends only on the operations and the rng's
+// zero-filled holes (a later write or sector kept, an earlier one lost),
+// zero-filled tails (a preallocation kept, the writes into it lost), files
+// emptied by a truncate whose rewrite was lost, and partially persisted
+// writes, as a real disk can. The outcome depends only on the operations and the rng's
 // seed. Locks do not survive a crash.
 //
 // After Crash the old MemFS is dead: every operation on it, on its open
