@@ -370,7 +370,36 @@ func (st *Store) loadStream(name string) (*Stream, error) {
 		// buffer, which was at most DefaultBufferSize by default.
 		cfg.MaxRecordSize = max(_legacyMaxRecord, st.opts.BufferSize/4)
 	}
+	if err := removeStaleTemps(st.fsys, dir); err != nil {
+		return nil, err
+	}
 	return newStream(st, name, dir, cfg), nil
+}
+
+// removeStaleTemps removes the temporary files of metadata writes (see
+// writeJSON) that a crash left in the stream directory dir and its groups
+// directory: a power cut may keep a temporary file's creation without the
+// rename after it. Nothing writes them before the stream is loaded, and
+// the store's lock keeps other processes out.
+func removeStaleTemps(fsys vfs.FS, dir string) error {
+	for _, d := range []string{dir, filepath.Join(dir, _groupsDir)} {
+		names, err := fsys.List(d)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("stream: list %s: %w", d, err)
+		}
+		for _, n := range names {
+			if !strings.HasSuffix(n, ".json"+_tmpSuffix) {
+				continue
+			}
+			if err := fsys.Remove(filepath.Join(d, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("stream: remove %s, left by a crash: %w", filepath.Join(d, n), err)
+			}
+		}
+	}
+	return nil
 }
 
 // Dir returns the store's directory.

@@ -30,10 +30,14 @@
 //     O_TRUNC). Sync makes the size durable; until then a crash may or
 //     may not have committed a size change.
 //   - SyncDir(dir) makes dir's current entries durable. Until then, after a
-//     crash, a created file or directory does not exist, a renamed file is
-//     back at its old name and a removed file is back with its durable
-//     content. A file can be durable in content but not reachable by name.
-//     A rename between directories is durable on each side separately:
+//     crash without an rng, a created file or directory does not exist, a
+//     renamed file is back at its old name and a removed file is back with
+//     its durable content. A file can be durable in content but not
+//     reachable by name. With an rng, a random prefix of the entry changes
+//     not yet durable survives, in the order they were made, as a journal
+//     commits them; a rename is one change. A rename between directories
+//     that SyncDir made durable on one side only is durable on each side
+//     separately:
 //     with only the new parent synced, a crash shows the file under both
 //     names (one file); with only the old parent synced, under neither.
 //

@@ -28,7 +28,29 @@ type MemFS struct {
 		// crashed is set by Crash; every later operation fails with
 		// ErrCrashed.
 		crashed bool
+		// unsynced holds the entry changes (creates, removes, renames) not
+		// yet made durable by SyncDir, in the order they were made; a
+		// crash with an rng keeps a prefix of them, as a journal commits
+		// them in order. SyncDir drops the changes to its directory.
+		unsynced []entryChange
 	}
+}
+
+// entryChange is one create, remove or rename: the entries it sets, all
+// committed together.
+type entryChange []entrySet
+
+// entrySet sets dir's entry name to node, or removes it if node is nil.
+type entrySet struct {
+	dir  *memNode
+	name string
+	node *memNode
+}
+
+// record logs an entry change for Crash.
+// REQUIRES: m.mu is held.
+func (m *MemFS) record(sets ...entrySet) {
+	m.mu.unsynced = append(m.mu.unsynced, sets)
 }
 
 var _ FS = (*MemFS)(nil)
@@ -203,6 +225,7 @@ func (m *MemFS) openLocked(name string, flag int, perm os.FileMode) (*memNode, e
 	case !ok:
 		n = &memNode{perm: perm & fs.ModePerm}
 		dir.children[base] = n
+		m.record(entrySet{dir, base, n})
 	case flag&(os.O_CREATE|os.O_EXCL) == os.O_CREATE|os.O_EXCL:
 		return nil, fs.ErrExist
 	case n.isDir:
@@ -231,6 +254,7 @@ func (m *MemFS) Remove(name string) error {
 			err = errNotEmpty
 		default:
 			delete(dir.children, base)
+			m.record(entrySet{dir, base, nil})
 		}
 	}
 	if err != nil {
@@ -288,6 +312,7 @@ func (m *MemFS) renameLocked(oldname, newname string) error {
 	}
 	delete(odir.children, obase)
 	ndir.children[nbase] = n
+	m.record(entrySet{odir, obase, nil}, entrySet{ndir, nbase, n})
 	return nil
 }
 
@@ -304,6 +329,7 @@ func (m *MemFS) MkdirAll(dir string, perm os.FileMode) error {
 		if !ok {
 			c = newDir(perm)
 			n.children[p] = c
+			m.record(entrySet{n, p, c})
 		} else if !c.isDir {
 			return &fs.PathError{Op: "mkdir", Path: dir, Err: errNotDir}
 		}
@@ -376,6 +402,15 @@ func (m *MemFS) SyncDir(dir string) error {
 		return &fs.PathError{Op: "syncdir", Path: dir, Err: err}
 	}
 	n.durable = maps.Clone(n.children)
+	kept := m.mu.unsynced[:0]
+	for _, ch := range m.mu.unsynced {
+		ch = slices.DeleteFunc(ch, func(s entrySet) bool { return s.dir == n })
+		if len(ch) > 0 {
+			kept = append(kept, ch)
+		}
+	}
+	clear(m.mu.unsynced[len(kept):]) // drop references to removed nodes
+	m.mu.unsynced = kept
 	return nil
 }
 
@@ -407,8 +442,9 @@ func (m *MemFS) Lock(name string, holder string) (io.Closer, error) {
 // only m's durable state. If rng is nil only synced content survives;
 // otherwise each write since its file's last Sync is kept with probability
 // 1/2, a kept write may be torn at 512-byte boundaries, and a random prefix
-// of the size changes since the last Sync survives, as described in the
-// package documentation. The result is deterministic for a given
+// of the size changes since the last Sync survives, and so does a random
+// prefix of the entry changes not yet made durable by SyncDir, as described
+// in the package documentation. The result is deterministic for a given
 // sequence of operations and rng seed. Calling Crash again on the dead m
 // returns another outcome of the same power cut.
 func (m *MemFS) Crash(rng *rand.Rand) *MemFS {
@@ -416,6 +452,23 @@ func (m *MemFS) Crash(rng *rand.Rand) *MemFS {
 	defer m.mu.Unlock()
 	m.mu.crashed = true
 	c := &crasher{rng: rng, done: make(map[*memNode]*memNode)}
+	if rng != nil && len(m.mu.unsynced) > 0 {
+		c.entries = make(map[*memNode]map[string]*memNode)
+		for _, ch := range m.mu.unsynced[:rng.IntN(len(m.mu.unsynced)+1)] {
+			for _, s := range ch {
+				e, ok := c.entries[s.dir]
+				if !ok {
+					e = maps.Clone(s.dir.durable)
+					c.entries[s.dir] = e
+				}
+				if s.node == nil {
+					delete(e, s.name)
+				} else {
+					e[s.name] = s.node
+				}
+			}
+		}
+	}
 	n := NewMem()
 	n.mu.root = c.node(m.root())
 	return n
@@ -425,6 +478,9 @@ func (m *MemFS) Crash(rng *rand.Rand) *MemFS {
 type crasher struct {
 	rng  *rand.Rand
 	done map[*memNode]*memNode // old node -> its copy, so shared nodes stay shared
+	// entries holds, for each directory with unsynced entry changes that
+	// the crash keeps, its durable entries with those changes applied.
+	entries map[*memNode]map[string]*memNode
 }
 
 func (c *crasher) node(old *memNode) *memNode {
@@ -434,9 +490,13 @@ func (c *crasher) node(old *memNode) *memNode {
 	if old.isDir {
 		n := newDir(old.perm)
 		c.done[old] = n
+		entries := old.durable
+		if e, ok := c.entries[old]; ok {
+			entries = e
+		}
 		// Sorted, so that the rng is consumed in a deterministic order.
-		for _, name := range slices.Sorted(maps.Keys(old.durable)) {
-			child := c.node(old.durable[name])
+		for _, name := range slices.Sorted(maps.Keys(entries)) {
+			child := c.node(entries[name])
 			n.children[name] = child
 			n.durable[name] = child
 		}

@@ -228,6 +228,66 @@ func TestMemCrashUnsyncedSizeChangesMaySurvive(t *testing.T) {
 	})
 }
 
+// TestMemCrashUnsyncedEntriesMaySurvive checks that creates, removes and
+// renames not yet made durable by SyncDir may still reach the disk before
+// a power cut, as a journal commits them on its own, in the order they
+// were made: a new file may be there (empty if its data was lost), a
+// removed one gone, and a rename done, atomically, even across
+// directories.
+func TestMemCrashUnsyncedEntriesMaySurvive(t *testing.T) {
+	m := vfs.NewMem()
+	old := newDurable(t, m, "/a/old")
+	mustWrite(t, old, "old", 0)
+	mustSync(t, old)
+	newDurable(t, m, "/b/x")
+	newDurable(t, m, "/a/gone")
+	if err := m.Rename("/a/old", "/b/moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Remove("/a/gone"); err != nil {
+		t.Fatal(err)
+	}
+	created, err := m.OpenFile("/a/created", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, created, "c", 0)
+	m.Crash(nil)
+	// The three changes survive as a prefix of their order.
+	wants := [][2][]string{
+		{{"gone", "old"}, {"x"}},
+		{{"gone"}, {"moved", "x"}},
+		{nil, {"moved", "x"}},
+		{{"created"}, {"moved", "x"}},
+	}
+	saw := make([]bool, len(wants))
+	for seed := range uint64(100) {
+		c := m.Crash(rand.New(rand.NewPCG(seed, 9)))
+		a, _ := c.List("/a")
+		b, _ := c.List("/b")
+		i := slices.IndexFunc(wants, func(w [2][]string) bool {
+			return slices.Equal(a, w[0]) && slices.Equal(b, w[1])
+		})
+		if i < 0 {
+			t.Fatalf("seed %d: impossible entries /a %v, /b %v", seed, a, b)
+		}
+		saw[i] = true
+		if i > 0 {
+			if got := mustRead(t, c, "/b/moved"); string(got) != "old" {
+				t.Fatalf("seed %d: moved file holds %q", seed, got)
+			}
+		}
+		if i == 3 {
+			if got := mustRead(t, c, "/a/created"); string(got) != "" && string(got) != "c" {
+				t.Fatalf("seed %d: created file holds %q", seed, got)
+			}
+		}
+	}
+	if !slices.Equal(saw, []bool{true, true, true, true}) {
+		t.Fatalf("outcomes seen %v; want all", saw)
+	}
+}
+
 func TestMemCrashDirectoryEntries(t *testing.T) {
 	m := vfs.NewMem()
 	synced := newDurable(t, m, "/d/synced")
