@@ -580,7 +580,7 @@ func (r *Reader) waitFollow(ctx context.Context) error {
 		}
 		if r.fol.seg != r.ls {
 			// The first wait in this segment: note its file.
-			if err := r.stopIfSegmentGone(); err != nil {
+			if err := r.stopIf(r.segmentGone()); err != nil {
 				return err
 			}
 		}
@@ -592,14 +592,8 @@ func (r *Reader) waitFollow(ctx context.Context) error {
 			if _, err := w.Wait(d); err != nil {
 				return fmt.Errorf("wal: follow %s: %w", r.dir, err)
 			}
-			r.fol.listed = false // a change, or the fallback poll: look again
-			if err := r.stopIfDirGone(); err != nil {
+			if err := r.lookAgain(poll); err != nil {
 				return err
-			}
-			if time.Since(r.fol.looked) >= poll {
-				if err := r.stopIfSegmentGone(); err != nil {
-					return err
-				}
 			}
 			continue
 		}
@@ -609,26 +603,34 @@ func (r *Reader) waitFollow(ctx context.Context) error {
 			t.Stop()
 			return ctx.Err()
 		case <-t.C:
-			r.fol.listed = false
-			if err := r.stopIfDirGone(); err != nil {
+			if err := r.lookAgain(poll); err != nil {
 				return err
-			}
-			if time.Since(r.fol.looked) >= poll {
-				if err := r.stopIfSegmentGone(); err != nil {
-					return err
-				}
 			}
 		}
 	}
 }
 
-// stopIfSegmentGone stops the Reader with segmentGone's error, if any.
-func (r *Reader) stopIfSegmentGone() error {
-	if err := r.segmentGone(); err != nil {
-		r.finish(err)
+// lookAgain follows a change event or a poll: the directory is listed
+// again on the next look, and the Reader stops if its log directory is
+// gone (checkDir, every time) or its segment is (segmentGone, at most once
+// per poll).
+func (r *Reader) lookAgain(poll time.Duration) error {
+	r.fol.listed = false
+	if err := r.stopIf(r.checkDir()); err != nil {
 		return err
 	}
+	if time.Since(r.fol.looked) >= poll {
+		return r.stopIf(r.segmentGone())
+	}
 	return nil
+}
+
+// stopIf stops the Reader with err, if not nil, and returns it.
+func (r *Reader) stopIf(err error) error {
+	if err != nil {
+		r.finish(err)
+	}
+	return err
 }
 
 // segmentGone reports the files of a follower's log removed, or removed
@@ -675,17 +677,6 @@ func (r *Reader) segmentGone() error {
 	// os.SameFile tells apart only what os.Stat returned (see checkDir).
 	if p := r.fol.segFile; p != nil && os.SameFile(p, p) && !os.SameFile(p, fi) {
 		return fmt.Errorf("wal: follow %s: segment %s, where the Reader was at seq %d, was replaced by another file: the log's files were removed and a new log created in the directory", r.dir, ls.name, r.expect)
-	}
-	return nil
-}
-
-// stopIfDirGone stops the Reader with checkDir's error, if any: after
-// each change event or poll, before the Reader looks at the files again
-// (a listing of another log's directory would misplace it).
-func (r *Reader) stopIfDirGone() error {
-	if err := r.checkDir(); err != nil {
-		r.finish(err)
-		return err
 	}
 	return nil
 }

@@ -939,14 +939,13 @@ func (e *Engine) SyncInline(pos uint64) bool {
 		e.syncBusy.Store(true)
 		fn := ps.PrepareSync()
 		e.sinkMu.Unlock()
-		err = fn()
-		if err == nil {
-			// The flusher may have looked at TickIn during the sync
-			// (it then holds the lock, or held it): see tickUncovered.
-			if tick = !e.sinkMu.TryLock(); !tick {
-				tick = e.tickUncovered()
-				e.sinkMu.Unlock()
-			}
+		if err = fn(); err != nil {
+			e.fail(err)
+		} else if tick = !e.sinkMu.TryLock(); !tick {
+			// The flusher may have looked at TickIn during the sync (it
+			// then holds the lock, or held it): see tickUncovered.
+			tick = e.tickUncovered()
+			e.sinkMu.Unlock()
 		}
 	} else {
 		// Failed before the lock is released: the flusher, which may
@@ -961,9 +960,7 @@ func (e *Engine) SyncInline(pos uint64) bool {
 	if e.onInlineSynced != nil {
 		e.onInlineSynced()
 	}
-	if err != nil {
-		e.fail(err)
-	} else {
+	if err == nil {
 		e.stats.syncs.Add(1)
 		e.stats.inlineSyncs.Add(1)
 		StoreMax(&e.synced, w)

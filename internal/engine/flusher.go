@@ -586,9 +586,9 @@ func (p *pacer) next(pos uint64, now time.Time, chunk uint64) time.Duration {
 		}
 		p.pos, p.at = pos, now
 	}
-	// A rate that passes with nothing claimed have halved towards zero
-	// makes chunk/rate too large for a Duration, whose conversion from
-	// such a float is not defined (it comes out negative on amd64).
+	// A rate halved towards zero by passes with nothing claimed makes
+	// chunk/rate too large for a Duration, whose conversion from such a
+	// float is not defined (it comes out negative on amd64).
 	d := float64(chunk) / p.rate
 	if p.rate <= 0 || d >= float64(time.Hour) {
 		return time.Hour
