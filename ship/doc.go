@@ -1,5 +1,6 @@
 // Package ship copies a wal.Log to an Apache Kafka topic, losing nothing
-// and, under the conditions below, duplicating nothing.
+// and, under the conditions below (KafkaOptions.Transactional, and no other
+// writer of the partitions it writes), duplicating nothing.
 //
 //	l, err := wal.Open(dir, nil)
 //	err = ship.ToKafka(ctx, l, &ship.KafkaOptions{Brokers: []string{"127.0.0.1:9092"}, Topic: "events"})
@@ -53,16 +54,39 @@
 // (KafkaOptions.Key), since a record's partition is its key's hash modulo
 // the count.
 //
-// One window is not closed: a produce request that a killed shipper sent
-// just before it died may still be inside the broker (received, not yet
-// replicated to every in-sync replica, so not visible) when the restarted
-// shipper reads back the last record. It lands afterwards, and the records
-// it carries have been sent again by then: they appear twice. The window
-// is the broker's replication delay; a new process gets a new producer ID,
-// so idempotence cannot catch it. Closing it needs a transactional
-// producer whose transactional ID, stable per Source, fences the dead
-// process's requests; until then, the records a shipper had in flight when
-// it was killed are delivered at least once.
+// One window is not closed by this alone: a produce request that a killed
+// shipper sent just before it died may still be inside the broker
+// (received, not yet replicated to every in-sync replica, so not visible)
+// when the restarted shipper reads back the last record. It lands
+// afterwards, and the records it carries have been sent again by then:
+// they appear twice. The window is the broker's replication delay; a new
+// process gets a new producer ID, so idempotence cannot catch it. A
+// shipper that stalled rather than died (a paused process, a network
+// partition) can land records long after a new one started.
+//
+// KafkaOptions.Transactional closes it. The shipper writes through Kafka
+// transactions under a transactional ID that stays the same from run to
+// run (by default derived from Topic and Source), and acks a record on
+// its cursor only once the transaction holding it committed. A shipper
+// that starts first initializes its producer with that ID, which fences
+// every earlier one: Kafka completes or aborts the transaction an earlier
+// shipper left (so that a commit already under way is visible to the
+// read-back, and a transaction left open is not), and refuses whatever
+// it sends after. Only then does it read back, as a read_committed
+// consumer, the last committed record of each partition, past the
+// transaction markers and aborted records after it. The cost: a record
+// becomes visible when its transaction commits (every
+// KafkaOptions.CommitInterval, or once MaxInFlightRecords records wait in
+// it), the user needs Write on the transactional ID, and the topic's
+// consumers must read with isolation.level read_committed, since a
+// read_uncommitted consumer also reads the records of aborted
+// transactions. A record Kafka refuses aborts its transaction, so no
+// record after it is visible either. Once a source is shipped
+// transactionally, keep it so: a shipper that is not Transactional fences
+// nothing, and its read-back (read_committed) stops at a transaction a
+// killed one left open until Kafka times it out
+// (kgo.TransactionTimeout), so it would send again what that transaction
+// holds.
 //
 // A record too large for the topic (its max.message.bytes, read at start
 // when the user may describe the topic's configuration) or for the client

@@ -41,6 +41,7 @@ const (
 	DefaultLinger             = 5 * time.Millisecond
 	DefaultConnectTimeout     = 10 * time.Second
 	DefaultFlushTimeout       = 30 * time.Second
+	DefaultCommitInterval     = 100 * time.Millisecond
 )
 
 // ErrTopicMissing is returned (wrapped, naming the topic and the brokers)
@@ -118,8 +119,34 @@ type KafkaOptions struct {
 	// without them (they are sent again next time); a stop that gives up
 	// so is not an error. Default DefaultFlushTimeout.
 	FlushTimeout time.Duration
+	// Transactional makes the shipper write through Kafka transactions,
+	// which closes the one window where a record is written twice (see
+	// Duplicates in the package documentation): the records Kafka
+	// acknowledged are acked on the cursor only once the transaction
+	// holding them committed, and a shipper that starts fences the
+	// transactions of every earlier one with its TransactionalID before it
+	// reads back what Kafka holds. Consumers of the topic must read with
+	// isolation.level read_committed (kgo.FetchIsolationLevel(
+	// kgo.ReadCommitted())): a fenced shipper's records are in the
+	// partition, in an aborted transaction. The user needs Write on the
+	// transactional ID.
+	Transactional bool
+	// TransactionalID is the transactional ID of a Transactional shipper.
+	// It must stay the same from run to run of the shipper of one Source
+	// and Topic, and differ from every other producer's: two shippers
+	// with the same ID fence each other. Default "appendlog-ship/" +
+	// Topic + "/" + Source.
+	TransactionalID string
+	// CommitInterval is how long a transaction of a Transactional shipper
+	// gathers records before it commits (it commits sooner once
+	// MaxInFlightRecords records wait in it). Records become visible to
+	// read_committed consumers when it commits. Default
+	// DefaultCommitInterval.
+	CommitInterval time.Duration
 	// ClientOptions are added to the franz-go client's options (TLS,
-	// SASL, ...).
+	// SASL, ...). kgo.TransactionTimeout bounds how long a transaction a
+	// killed shipper left open holds back read_committed consumers when
+	// no shipper starts to fence it (Kafka's default is used otherwise).
 	ClientOptions []kgo.Opt
 }
 
@@ -157,6 +184,9 @@ type Stats struct {
 	// shipper that keeps up shows the producer's round trip; one that
 	// falls behind shows it growing.
 	OldestUnshipped time.Duration
+	// Transactions counts the transactions a Transactional shipper
+	// committed.
+	Transactions uint64
 	// ConnectErrors counts failed broker connections, request writes
 	// and response reads (the client retries them: these are the
 	// shipper's retries); ProduceErrors counts records Kafka refused for
@@ -183,7 +213,24 @@ type Shipper struct {
 	last      map[int32]uint64 // the last seq of this source per partition, at start
 
 	shipped, bytes, skipped atomic.Uint64
-	inFlight                atomic.Int64
+	txns                    atomic.Uint64
+	// txnRefused is set when a record of the open transaction got an
+	// error, whatever it was (see acked).
+	txnRefused atomic.Bool
+	inFlight   atomic.Int64
+	// txn is the open transaction of a Transactional shipper, used by the
+	// read loop (ship) and Run only: whether one is open, when it began,
+	// and the records produced in it (sequence numbers and payload sizes),
+	// acked on the source once it commits.
+	// ending is set when a transaction was aborted and Kafka did not
+	// confirm it (Run gave up waiting for its records): the next Run
+	// aborts it again before it starts.
+	txn struct {
+		open, ending bool
+		began        time.Time
+		seqs         []uint64
+		bytes        uint64
+	}
 	// drained gets a token (capacity 1) when inFlight falls to zero, for
 	// settle.
 	drained chan struct{}
@@ -361,6 +408,12 @@ func newShipper(opts *KafkaOptions, maxWindow int, open func(o *KafkaOptions, wi
 	if o.Source == "" {
 		o.Source = id
 	}
+	if o.CommitInterval <= 0 {
+		o.CommitInterval = DefaultCommitInterval
+	}
+	if o.Transactional && o.TransactionalID == "" {
+		o.TransactionalID = "appendlog-ship/" + o.Topic + "/" + o.Source
+	}
 	s := &Shipper{in: in, o: o, src: []byte(o.Source), failc: make(chan struct{}), ackc: make(chan struct{}, 1), drained: make(chan struct{}, 1)}
 	s.promise = s.acked
 	s.out, s.outMask = make([]outRecord, n), uint64(n-1)
@@ -381,6 +434,10 @@ func newShipper(opts *KafkaOptions, maxWindow int, open func(o *KafkaOptions, wi
 		kgo.MaxBufferedBytes(o.MaxInFlightBytes),
 		kgo.DialTimeout(o.ConnectTimeout),
 		kgo.WithHooks(connectHook{s}),
+	}
+	if o.Transactional {
+		kopts = append(kopts, kgo.TransactionalID(o.TransactionalID))
+		s.txn.seqs = make([]uint64, 0, n)
 	}
 	s.cl, err = kgo.NewClient(append(kopts, o.ClientOptions...)...)
 	if err != nil {
@@ -462,7 +519,7 @@ func (s *Shipper) Close() error {
 func (s *Shipper) Stats() Stats {
 	st := Stats{
 		Shipped: s.shipped.Load(), Bytes: s.bytes.Load(), Skipped: s.skipped.Load(),
-		InFlight: s.inFlight.Load(), Committed: s.in.committed(),
+		InFlight: s.inFlight.Load(), Committed: s.in.committed(), Transactions: s.txns.Load(),
 		ConnectErrors: s.connErrs.Load(), ProduceErrors: s.prodErrs.Load(),
 	}
 	if next := s.in.end(); next > st.Committed {
@@ -549,6 +606,17 @@ func (s *Shipper) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	if s.txn.ending {
+		abortCtx, cancelAbort := context.WithTimeout(ctx, s.o.ConnectTimeout)
+		err := s.abortTxn(abortCtx)
+		cancelAbort()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while starting: nothing was sent, the cursor stands
+			}
+			return fmt.Errorf("%w, which the last Run left: nothing was sent", err)
+		}
+	}
 	if err := s.prepare(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting: nothing was sent, the cursor stands
@@ -586,6 +654,19 @@ func (s *Shipper) Run(ctx context.Context) error {
 	flushCtx, cancelFlush := context.WithTimeout(prodCtx, s.o.FlushTimeout)
 	flushErr := s.cl.Flush(flushCtx)
 	cancelFlush()
+	if s.txn.open && flushErr == nil {
+		readErr = errors.Join(readErr, s.commitTxn(prodCtx))
+	} else if s.txn.open {
+		// Gave up waiting for Kafka's answer: abort the transaction, and
+		// its records are sent again next time. Should Kafka not confirm
+		// the abort in time either, the next Run aborts it again (or the
+		// next shipper fences it) before it sends anything.
+		s.gaveUp.Store(true)
+		cancelProd()
+		abortCtx, cancelAbort := context.WithTimeout(context.Background(), s.o.FlushTimeout)
+		_ = s.abortTxn(abortCtx) // in Stats.LastError; nothing was acked
+		cancelAbort()
+	}
 	switch {
 	case flushErr != nil && ctx.Err() != nil:
 		// Stopped, and the records in flight were not acknowledged within
@@ -664,6 +745,18 @@ func (s *Shipper) prepare(ctx context.Context) error {
 		parts = parts[:0]
 		for p := range s.nparts {
 			parts = append(parts, p)
+		}
+	}
+	if s.o.Transactional {
+		// Fence every earlier shipper with this transactional ID before
+		// reading back: Kafka aborts the transaction one left open, and
+		// refuses what it still sends, so nothing of it can land after
+		// the read-back.
+		if _, _, err := s.cl.ProducerID(ctx); err != nil {
+			if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+				return fmt.Errorf("%w to use transactional ID %q on %v (the user needs Write on it): %w", ErrNotAuthorized, s.o.TransactionalID, s.o.Brokers, err)
+			}
+			return fmt.Errorf("ship: start transactions as %q on %v: %w", s.o.TransactionalID, s.o.Brokers, err)
 		}
 	}
 	var lastVal map[int32][]byte
@@ -768,10 +861,17 @@ func (s *Shipper) connectError(err error) error {
 	return fmt.Errorf("%w at %v: %v", ErrUnreachable, s.o.Brokers, err)
 }
 
-// lastSeqs returns, per partition of parts whose last record this source
-// wrote, that record's sequence number and its value.
+// lastSeqs returns, per partition of parts whose last committed data
+// record this source wrote, that record's sequence number and its value.
+//
+// It reads as a read_committed consumer, up to the last stable offset, so
+// that the records of an aborted transaction (a fenced Transactional
+// shipper's) do not count. The last offsets of a partition may hold no
+// data record (transaction markers, aborted records): it reads back from
+// the end in spans growing 16 times from one to the next until it finds a
+// data record or reaches the partition's start.
 func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32) (last map[int32]uint64, val map[int32][]byte, err error) {
-	ends, err := adm.ListEndOffsets(ctx, s.o.Topic)
+	ends, err := adm.ListCommittedOffsets(ctx, s.o.Topic)
 	if err != nil {
 		return nil, nil, s.connectError(err)
 	}
@@ -779,7 +879,8 @@ func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32)
 	if err != nil {
 		return nil, nil, s.connectError(err)
 	}
-	at := make(map[int32]kgo.Offset)
+	type span struct{ start, from, end int64 }
+	todo := make(map[int32]*span)
 	for _, p := range parts {
 		e, ok1 := ends.Lookup(s.o.Topic, p)
 		b, ok2 := starts.Lookup(s.o.Topic, p)
@@ -787,45 +888,76 @@ func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32)
 			return nil, nil, fmt.Errorf("ship: offsets of %s/%d: %v %v", s.o.Topic, p, e.Err, b.Err)
 		}
 		if e.Offset > b.Offset {
-			at[p] = kgo.NewOffset().At(e.Offset - 1)
+			todo[p] = &span{start: b.Offset, from: e.Offset - 1, end: e.Offset}
 		}
 	}
 	last, val = make(map[int32]uint64), make(map[int32][]byte)
-	if len(at) == 0 {
-		return last, val, nil
+	for width := int64(1); len(todo) > 0; width *= 16 {
+		at := make(map[int32]kgo.Offset, len(todo))
+		for p, sp := range todo {
+			sp.from = max(sp.start, sp.end-width)
+			at[p] = kgo.NewOffset().At(sp.from)
+		}
+		found, err := s.readBack(ctx, at, func(p int32) int64 { return todo[p].end })
+		if err != nil {
+			return nil, nil, err
+		}
+		for p, sp := range todo {
+			if r, ok := found[p]; ok {
+				if seq, ok := s.ours(r); ok {
+					last[p], val[p] = seq, r.Value
+				}
+				delete(todo, p) // the last data record, ours or another writer's
+			} else if sp.from == sp.start {
+				delete(todo, p) // no data record at all
+			}
+		}
 	}
+	return last, val, nil
+}
+
+// readBack consumes the partitions of the topic from the offsets at, each
+// up to (not including) end(p), as a read_committed consumer, and returns
+// the last data record of each partition that has one there.
+func (s *Shipper) readBack(ctx context.Context, at map[int32]kgo.Offset, end func(p int32) int64) (map[int32]*kgo.Record, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(s.o.Brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.o.Topic: at}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DialTimeout(s.o.ConnectTimeout),
-		// The last offset may be a transaction marker another writer
-		// left: without its control record, nothing would be returned at
-		// that offset, and the loop below would wait until the deadline.
-		// It is another writer's (ours has no headers).
+		// The offset before the end is often a transaction marker: without
+		// its control record, nothing would be returned at that offset, and
+		// the loop below would wait until the deadline.
 		kgo.KeepControlRecords(),
 	}
 	rd, err := kgo.NewClient(append(opts, s.o.ClientOptions...)...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("ship: kafka client: %w", err)
+		return nil, fmt.Errorf("ship: kafka client: %w", err)
 	}
 	defer rd.Close()
-	for seen := make(map[int32]bool); len(seen) < len(at); {
+	found := make(map[int32]*kgo.Record)
+	for done := make(map[int32]bool); len(done) < len(at); {
 		fs := rd.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, nil, fmt.Errorf("ship: read back the last record of %d partitions of %q: %w", len(at)-len(seen), s.o.Topic, err)
+			return nil, fmt.Errorf("ship: read back the last records of %d partitions of %q: %w", len(at)-len(done), s.o.Topic, err)
 		}
 		for _, fe := range fs.Errors() {
-			return nil, nil, fmt.Errorf("ship: read back %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+			return nil, fmt.Errorf("ship: read back %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			seen[r.Partition] = true
-			if seq, ok := s.ours(r); ok && seq > last[r.Partition] {
-				last[r.Partition] = seq
-				val[r.Partition] = r.Value
+			e := end(r.Partition)
+			if r.Offset >= e {
+				return
+			}
+			if r.Offset == e-1 {
+				done[r.Partition] = true
+			}
+			if !r.Attrs.IsControl() {
+				found[r.Partition] = r
 			}
 		})
 	}
-	return last, val, nil
+	return found, nil
 }
 
 // ours returns the sequence number of r if this source wrote it.
@@ -896,7 +1028,18 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 		})
 	}
 	for s.o.Follow || next < end {
-		seq, rec, err := s.in.next(ctx)
+		if s.txn.open && time.Since(s.txn.began) >= s.o.CommitInterval {
+			if err := s.commitTxn(prodCtx); err != nil || s.failure() != nil {
+				return err
+			}
+		}
+		seq, rec, err := s.nextWithin(ctx)
+		if errors.Is(err, errCommitDue) {
+			if err := s.commitTxn(prodCtx); err != nil || s.failure() != nil {
+				return err
+			}
+			continue
+		}
 		if g, ok := errors.AsType[*wal.GapError](err); ok {
 			// Records lost to damage, cut by a forced repair: there is
 			// nothing to ship, and a gap may end the log.
@@ -918,6 +1061,12 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 		s.pendingBytes.Add(int64(len(rec)))
 		// A partition that lags keeps the committed position down while
 		// others are acked: wait until seq is within the source's window.
+		if s.txn.open && seq-s.in.committed() > s.outMask {
+			// Nothing is acked before the transaction commits.
+			if err := s.commitTxn(prodCtx); err != nil || s.failure() != nil {
+				return err
+			}
+		}
 		for seq-s.in.committed() > s.outMask {
 			select {
 			case <-s.ackc:
@@ -943,11 +1092,103 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 		o.val = append(o.val[:0], rec...)
 		o.hdr = [2]kgo.RecordHeader{{Key: HeaderSource, Value: s.src}, {Key: HeaderSeq, Value: strconv.AppendUint(o.seq[:0], seq, 10)}}
 		o.r = kgo.Record{Topic: s.o.Topic, Partition: p, Key: key, Value: o.val, Headers: o.hdr[:]}
+		if s.o.Transactional && !s.txn.open {
+			if err := s.cl.BeginTransaction(); err != nil {
+				return fmt.Errorf("ship: begin a transaction as %q: %w", s.o.TransactionalID, err)
+			}
+			s.txn.open, s.txn.began = true, time.Now()
+			s.txnRefused.Store(false)
+		}
+		if s.txn.open {
+			s.txn.seqs = append(s.txn.seqs, seq)
+			s.txn.bytes += uint64(len(rec))
+		}
 		s.inFlight.Add(1)
 		o.sent.Store(time.Now().UnixNano())
 		s.cl.Produce(prodCtx, &o.r, s.promise)
 	}
 	return s.in.lost()
+}
+
+// errCommitDue is nextWithin's error when the open transaction is due to
+// commit before the source had a record.
+var errCommitDue = errors.New("ship: transaction due to commit")
+
+// nextWithin is s.in.next, which waits for a record at most until the open
+// transaction, if any, is due to commit; then it returns errCommitDue.
+func (s *Shipper) nextWithin(ctx context.Context) (uint64, []byte, error) {
+	if !s.txn.open {
+		return s.in.next(ctx)
+	}
+	wctx, cancel := context.WithDeadline(ctx, s.txn.began.Add(s.o.CommitInterval))
+	defer cancel()
+	seq, rec, err := s.in.next(wctx)
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		return 0, nil, errCommitDue
+	}
+	return seq, rec, err
+}
+
+// commitTxn waits until Kafka answered for every record of the open
+// transaction, commits it, and then acks its records on the source. It
+// aborts the transaction instead, acking nothing, when Kafka refused one
+// of its records (Run reports that failure) or gave no answer for one
+// (prodCtx was cancelled: Run gave up on it); it returns an error when
+// Kafka did not commit it.
+func (s *Shipper) commitTxn(prodCtx context.Context) error {
+	if !s.txn.open {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.FlushTimeout)
+	defer cancel()
+	if err := s.cl.Flush(prodCtx); err != nil || s.txnRefused.Load() {
+		// Kafka refused a record (Run reports it), or Run gave up on
+		// them: a record not in the transaction would be taken for
+		// shipped. Nothing is acked, so an abort Kafka does not confirm
+		// is no error either: the next Run aborts it again first.
+		_ = s.abortTxn(ctx)
+		return nil
+	}
+	s.txn.open = false
+	if err := s.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		// Its outcome may be unknown: the records are not acked, and the
+		// next run's read-back finds those Kafka committed.
+		err = fmt.Errorf("ship: Kafka did not commit the transaction of records %d to %d of %s (transactional ID %q): they are sent again next time, unless it did: %w",
+			s.txn.seqs[0], s.txn.seqs[len(s.txn.seqs)-1], s.in.name(), s.o.TransactionalID, err)
+		s.txn.seqs, s.txn.bytes = s.txn.seqs[:0], 0
+		return errors.Join(err, s.abortTxn(ctx))
+	}
+	for _, seq := range s.txn.seqs {
+		if err := s.in.ack(seq); err != nil {
+			s.setErr(fmt.Sprintf("ack seq %d on the cursor: %v", seq, err))
+		} else if s.onAck != nil {
+			s.onAck(seq)
+		}
+	}
+	s.shipped.Add(uint64(len(s.txn.seqs)))
+	s.bytes.Add(s.txn.bytes)
+	s.txns.Add(1)
+	s.lastAck.Store(time.Now().UnixNano())
+	s.txn.seqs, s.txn.bytes = s.txn.seqs[:0], 0
+	return nil
+}
+
+// abortTxn aborts the open transaction (or, after a failed commit, makes
+// sure it ended), acking none of its records: they are sent again.
+func (s *Shipper) abortTxn(ctx context.Context) error {
+	s.txn.open, s.txn.ending = false, true
+	s.txn.seqs, s.txn.bytes = s.txn.seqs[:0], 0
+	err := s.cl.AbortBufferedRecords(ctx)
+	if err == nil {
+		err = s.cl.EndTransaction(ctx, kgo.TryAbort)
+	}
+	if err != nil {
+		err = fmt.Errorf("ship: abort the transaction (transactional ID %q): %w", s.o.TransactionalID, err)
+		s.setErr(err.Error())
+		return err
+	}
+	s.txn.ending = false
+	return nil
 }
 
 // doneInFlight counts a record in flight done with, and wakes settle when
@@ -969,6 +1210,7 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 	defer s.doneInFlight()
 	s.pendingBytes.Add(-int64(len(r.Value)))
 	if err != nil {
+		s.txnRefused.Store(true)
 		s.setErr(fmt.Sprintf("produce seq %d: %v", seq, err))
 		if s.gaveUp.Load() && (errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed)) {
 			return // Run stopped waiting for it, or Close: not Kafka's refusal (see Run)
@@ -990,6 +1232,9 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 			}
 		})
 		return
+	}
+	if s.o.Transactional {
+		return // acked on the source once its transaction commits (commitTxn)
 	}
 	// Once acked on the cursor, r's slot may be reused: read it first.
 	size := len(r.Value)

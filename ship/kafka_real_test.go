@@ -23,20 +23,33 @@ import (
 
 // TestRealKafkaExactlyOnce ships a million records to a real Kafka broker
 // and reads them back with a separate consumer: every record once, in
-// order, byte-equal, with its headers; a second run sends nothing.
+// order, byte-equal, with its headers; a second run sends nothing. It runs
+// with and without Transactional, each on a topic of its own.
 func TestRealKafkaExactlyOnce(t *testing.T) {
 	b := kafkatest.Start(t)
-	b.CreateTopic("t", 1)
-	const n = 1_000_000
-	l := openLog(t, n)
-	o := &KafkaOptions{Brokers: []string{b.Addr}, Topic: "t", Source: "src-1"}
-	start := time.Now()
-	noErr(t, ToKafka(context.Background(), l, o))
-	t.Logf("shipped %d records in %v", n, time.Since(start))
-	if st := runOnce(t, l, o); st.Shipped != 0 || st.Committed != n+1 {
-		t.Fatalf("second run: %+v", st)
+	for _, txn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("transactional=%v", txn), func(t *testing.T) {
+			topic := fmt.Sprintf("t-%v", txn)
+			b.CreateTopic(topic, 1)
+			const n = 1_000_000
+			l := openLog(t, n)
+			o := &KafkaOptions{Brokers: []string{b.Addr}, Topic: topic, Source: "src-1", Transactional: txn}
+			start := time.Now()
+			s, err := NewKafka(l, o)
+			noErr(t, err)
+			noErr(t, s.Run(context.Background()))
+			st := s.Stats()
+			noErr(t, s.Close())
+			t.Logf("shipped %d records in %v, %d transactions", n, time.Since(start), st.Transactions)
+			if txn != (st.Transactions > 0) {
+				t.Fatalf("%+v", st)
+			}
+			if st := runOnce(t, l, o); st.Shipped != 0 || st.Committed != n+1 {
+				t.Fatalf("second run: %+v", st)
+			}
+			exactlyOnce(t, readTopicOf(t, []string{b.Addr}, topic, "src-1", n), n)
+		})
 	}
-	exactlyOnce(t, readTopicAt(t, []string{b.Addr}, "src-1", n), n)
 }
 
 // TestRealKafkaBrokerRestart stops the broker while a following shipper
@@ -103,11 +116,51 @@ func TestRealKafkaBrokerRestart(t *testing.T) {
 	exactlyOnce(t, readTopicAt(t, []string{b.Addr}, "src-1", int(total)), int(total))
 }
 
+// TestRealKafkaTxnFencesZombie: a Transactional shipper that stalled (a
+// paused process, a network partition) with records in Kafka in an open
+// transaction, and more to send, while a new shipper of the same source
+// started and shipped the whole log: the new one fenced it, so its open
+// transaction is aborted, what it sends after is refused, and its commit
+// fails. A read_committed consumer reads every record once.
+func TestRealKafkaTxnFencesZombie(t *testing.T) {
+	b := kafkatest.Start(t)
+	b.CreateTopic("t", 1)
+	l := openLog(t, 1000)
+	z := zombie(t, []string{b.Addr})
+	ctx := context.Background()
+	noErr(t, z.BeginTransaction())
+	for seq := uint64(1); seq <= 500; seq++ {
+		z.Produce(ctx, zombieRecord(seq), nil)
+	}
+	noErr(t, z.Flush(ctx)) // in Kafka, in the open transaction
+	o := &KafkaOptions{Brokers: []string{b.Addr}, Topic: "t", Source: "src-1", Transactional: true}
+	if st := runOnce(t, l, o); st.Shipped != 1000 || st.Skipped != 0 || st.Committed != 1001 || st.Transactions == 0 {
+		t.Fatalf("the new shipper: %+v", st)
+	}
+	var refused atomic.Int64
+	for seq := uint64(501); seq <= 600; seq++ {
+		z.Produce(ctx, zombieRecord(seq), func(_ *kgo.Record, err error) {
+			if err != nil {
+				refused.Add(1)
+			}
+		})
+	}
+	_ = z.Flush(ctx)
+	err := z.EndTransaction(ctx, kgo.TryCommit)
+	t.Logf("the fenced shipper: %d of 100 records refused; commit: %v", refused.Load(), err)
+	if err == nil {
+		t.Fatal("the fenced shipper committed its transaction")
+	}
+	exactlyOnce(t, readTopicAt(t, []string{b.Addr}, "src-1", 1000), 1000)
+}
+
 // BenchmarkShip ships b.N records of 128 B or 1 KiB from a log to a real
-// Kafka broker (the timed region includes the final flush and the cursor
-// commit), against the baseline: franz-go producing the same records, with
-// the same headers and settings, from memory to the same broker, in the
-// same run. Each run writes a new topic.
+// Kafka broker (the timed region includes the final flush, the last
+// transaction's commit and the cursor commit), through the open Log, its
+// files, and the open Log with Transactional, against the baseline:
+// franz-go producing the same records, with the same headers and settings,
+// from memory to the same broker, in the same run. Each run writes a new
+// topic.
 func BenchmarkShip(b *testing.B) {
 	kb := kafkatest.Start(b)
 	topics := 0
@@ -119,9 +172,9 @@ func BenchmarkShip(b *testing.B) {
 	}
 	for _, size := range []int{128, 1024} {
 		rec := bytes.Repeat([]byte("x"), size)
-		for _, from := range []string{"ship", "ship-dir"} {
+		for _, from := range []string{"ship", "ship-dir", "ship-txn"} {
 			b.Run(fmt.Sprintf("size=%d/%s", size, from), func(b *testing.B) {
-				benchShip(b, kb.Addr, newTopic(), rec, from == "ship-dir")
+				benchShip(b, kb.Addr, newTopic(), rec, from == "ship-dir", from == "ship-txn")
 			})
 		}
 		b.Run(fmt.Sprintf("size=%d/kgo", size), func(b *testing.B) {
@@ -160,8 +213,9 @@ func BenchmarkShip(b *testing.B) {
 // to topic, through the open Log (NewKafka) or, with fromDir, through the
 // files of the closed log (NewKafkaFromDir: a follower sees the records of
 // a segment only once the writer named it, after sealing the one before,
-// so the writer is stopped first to offer it every record).
-func benchShip(b *testing.B, addr, topic string, rec []byte, fromDir bool) {
+// so the writer is stopped first to offer it every record), Transactional
+// with txn.
+func benchShip(b *testing.B, addr, topic string, rec []byte, fromDir, txn bool) {
 	l, err := wal.Open(b.TempDir(), nil)
 	noErr(b, err)
 	defer l.Close()
@@ -173,7 +227,7 @@ func benchShip(b *testing.B, addr, topic string, rec []byte, fromDir bool) {
 	if fromDir {
 		noErr(b, l.Close())
 	}
-	o := &KafkaOptions{Brokers: []string{addr}, Topic: topic, Source: "bench"}
+	o := &KafkaOptions{Brokers: []string{addr}, Topic: topic, Source: "bench", Transactional: txn}
 	b.SetBytes(int64(len(rec)))
 	b.ResetTimer()
 	var s *Shipper
@@ -187,10 +241,13 @@ func benchShip(b *testing.B, addr, topic string, rec []byte, fromDir bool) {
 	b.StopTimer()
 	st := s.Stats()
 	noErr(b, s.Close())
-	if st.Shipped != uint64(b.N) || st.Committed != uint64(b.N)+1 {
-		b.Fatalf("shipped %d of %d, committed %d", st.Shipped, b.N, st.Committed)
+	if st.Shipped != uint64(b.N) || st.Committed != uint64(b.N)+1 || txn != (st.Transactions > 0) {
+		b.Fatalf("shipped %d of %d, committed %d, in %d transactions", st.Shipped, b.N, st.Committed, st.Transactions)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	if txn {
+		b.ReportMetric(float64(b.N)/float64(st.Transactions), "records/txn")
+	}
 }
 
 // BenchmarkShipLag appends 128-byte records at a steady 100,000 a second

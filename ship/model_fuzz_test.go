@@ -38,7 +38,9 @@ import (
 //
 // The first byte picks the configuration: bit 0 a keyed shipper on a
 // topic of three partitions, bit 1 a second log shipping to the topic,
-// bit 2 shippers of the log's files (NewKafkaFromDir) instead of the Log.
+// bit 2 shippers of the log's files (NewKafkaFromDir) instead of the Log,
+// bit 3 Transactional shippers. The model reads the topic as a
+// read_committed consumer.
 func FuzzShipModel(f *testing.F) {
 	for _, seed := range shipSeeds {
 		f.Add(seed)
@@ -100,6 +102,15 @@ var shipSeeds = [][]byte{
 	// Two sources, keyed, stops at once (m = 0), delays.
 	{3, sopAppend, 0, 5, 2, sopAppend, 1, 5, 2, sopStop, 0, 0, 0, sopFault, faultDelay, sopStop, 1, 2, 1,
 		sopRun, 0, sopRun, 1},
+	// Transactional: stopped, rewound, faults, a refused run.
+	{8, sopAppend, 0, 7, 1, sopStop, 0, 4, 1, sopRewind, 0, 0, sopFault, faultDrop, sopRun, 0,
+		sopAppend, 0, 4, 0, sopFault, faultRefuse, sopRun, 0, sopRun, 0},
+	// Transactional, keyed, from the files: a Run gives up, retries.
+	{13, sopAppend, 0, 7, 2, sopGiveUp, 0, sopAppend, 0, 5, 3, sopFault, faultRetry, sopStop, 0, 3, 0,
+		sopTruncate, 0, sopRun, 0},
+	// Transactional, two sources on one partition.
+	{10, sopAppend, 0, 4, 0, sopAppend, 1, 3, 1, sopRun, 0, sopRun, 1, sopRewind, 1, 1, sopRun, 1,
+		sopAppend, 0, 6, 4, sopFault, faultDelay, sopStop, 0, 2, 0, sopRun, 0},
 }
 
 // shipSource is one log shipped, and the model's view of it.
@@ -127,6 +138,7 @@ type shipModel struct {
 	// fromDir: shippers read the log's files (NewKafkaFromDir) while it
 	// is open, not the Log (NewKafka).
 	fromDir bool
+	txn     bool // Transactional shippers
 	nparts  int32
 	srcs    []*shipSource
 	fault   atomic.Int32 // the fault of the run in progress
@@ -136,6 +148,9 @@ type shipModel struct {
 	rd      *kgo.Client  // reads the topic
 	adm     *kadm.Client
 	topic   map[int32][]topicRec // what the topic holds, read so far
+	// read is the offset after the last one read, per partition: past
+	// the topic's records, transaction markers and aborted records.
+	read map[int32]int64
 }
 
 func runShipModel(t *testing.T, in []byte) {
@@ -143,7 +158,8 @@ func runShipModel(t *testing.T, in []byte) {
 	if len(in) > 0 {
 		cfg, in = in[0], in[1:]
 	}
-	m := &shipModel{t: t, keyed: cfg&1 != 0, fromDir: cfg&4 != 0, nparts: 1, topic: make(map[int32][]topicRec)}
+	m := &shipModel{t: t, keyed: cfg&1 != 0, fromDir: cfg&4 != 0, txn: cfg&8 != 0, nparts: 1,
+		topic: make(map[int32][]topicRec), read: make(map[int32]int64)}
 	if m.keyed {
 		m.nparts = 3
 	}
@@ -164,7 +180,8 @@ func runShipModel(t *testing.T, in []byte) {
 		defer l.Close()
 		m.srcs = append(m.srcs, &shipSource{name: fmt.Sprintf("src-%c", 'A'+i), l: l, sizes: make(map[uint64]int)})
 	}
-	m.rd, err = kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumePartitions(m.allParts()))
+	m.rd, err = kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumePartitions(m.allParts()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	noErr(t, err)
 	defer m.rd.Close()
 	m.adm = kadm.NewClient(m.rd)
@@ -310,7 +327,7 @@ func (m *shipModel) append(s *shipSource, k int, sel byte) {
 func (m *shipModel) opts(s *shipSource) *KafkaOptions {
 	o := &KafkaOptions{
 		Brokers: m.c.ListenAddrs(), Topic: "t", Source: s.name,
-		Linger: time.Millisecond, MaxInFlightRecords: 8,
+		Linger: time.Millisecond, MaxInFlightRecords: 8, Transactional: m.txn,
 		ConnectTimeout: 5 * time.Second, FlushTimeout: 5 * time.Second,
 		// A dropped connection refreshes the metadata before the retry,
 		// no sooner than MetadataMinAge (franz-go's default 5 s).
@@ -651,7 +668,7 @@ func (m *shipModel) sync() map[int32][]topicRec {
 	t := m.t
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ends, err := m.adm.ListEndOffsets(ctx, "t")
+	ends, err := m.adm.ListCommittedOffsets(ctx, "t")
 	noErr(t, err)
 	gained := make(map[int32][]topicRec)
 	behind := func() bool {
@@ -660,7 +677,7 @@ func (m *shipModel) sync() map[int32][]topicRec {
 			if !ok || e.Err != nil {
 				t.Fatalf("end offset of t/%d: %v", p, e.Err)
 			}
-			if int64(len(m.topic[p])) < e.Offset {
+			if m.read[p] < e.Offset {
 				return true
 			}
 		}
@@ -675,8 +692,17 @@ func (m *shipModel) sync() map[int32][]topicRec {
 			t.Fatalf("fetch %s/%d: %v", fe.Topic, fe.Partition, fe.Err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset != int64(len(m.topic[r.Partition])) {
-				t.Fatalf("record at %d/%d, want offset %d", r.Partition, r.Offset, len(m.topic[r.Partition]))
+			// Only transactions leave offsets a read_committed consumer
+			// does not read: aborted records.
+			if r.Offset < m.read[r.Partition] || (!m.txn && r.Offset != m.read[r.Partition]) {
+				t.Fatalf("record at %d/%d, want offset %d", r.Partition, r.Offset, m.read[r.Partition])
+			}
+			m.read[r.Partition] = r.Offset + 1
+			if r.Attrs.IsControl() {
+				if !m.txn {
+					t.Fatalf("a transaction marker at %d/%d, and no shipper is Transactional", r.Partition, r.Offset)
+				}
+				return
 			}
 			src, hseq := recordHeaders(r)
 			seq, err := strconv.ParseUint(hseq, 10, 64)

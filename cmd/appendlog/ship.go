@@ -37,6 +37,11 @@ type shipFlags struct {
 	asJSON      bool
 	createTopic bool
 	partitions  int32
+	// transactional, transactionalID and commitInterval: see
+	// ship.KafkaOptions.
+	transactional   bool
+	transactionalID string
+	commitInterval  time.Duration
 }
 
 // shipResult is ship's summary; with --json it is the last line of stdout.
@@ -50,6 +55,7 @@ type shipResult struct {
 	LagRecords        uint64  `json:"lag_records"`
 	LagBytes          uint64  `json:"lag_bytes"`
 	ConnectErrors     uint64  `json:"connect_errors"`
+	Transactions      uint64  `json:"transactions"`
 	Topic             string  `json:"topic"`
 	Error             string  `json:"error,omitempty"`
 }
@@ -66,6 +72,15 @@ number). It reads through the durable cursor --cursor and acks a record on
 it only once Kafka acknowledged it; on start it reads back the last record
 of the partition it writes and skips what Kafka already holds, so a crash
 re-sends nothing (when ship is the only writer of that partition).
+
+With --transactional, ship writes through Kafka transactions: a ship that
+starts fences every earlier one of the same --source and --topic (their
+transactions are aborted and what they still send is refused), so not even
+a request a killed ship left inside the broker lands twice. Records become
+visible when their transaction commits (every --commit-interval), and the
+topic's consumers must read with isolation.level=read_committed. Once a
+source is shipped with --transactional, keep it: a ship without it does not
+fence, and waits behind a transaction a killed one left open.
 
 With --stream NAME, --dir is a stream store (package stream) and ship reads
 stream NAME through the consumer group --group, of which it must be the only
@@ -106,6 +121,9 @@ record, or the log or its cursor file is damaged.`,
 	fl.BoolVar(&f.asJSON, "json", false, "print a JSON summary as the last line of stdout")
 	fl.BoolVar(&f.createTopic, "create-topic", false, "create the topic if it is missing")
 	fl.Int32Var(&f.partitions, "partitions", 1, "with --create-topic: the new topic's partitions")
+	fl.BoolVar(&f.transactional, "transactional", false, "write through Kafka transactions, fencing earlier ships of the source (consumers read_committed)")
+	fl.StringVar(&f.transactionalID, "transactional-id", "", "with --transactional: the transactional ID (default appendlog-ship/TOPIC/SOURCE)")
+	fl.DurationVar(&f.commitInterval, "commit-interval", ship.DefaultCommitInterval, "with --transactional: how long a transaction gathers records before it commits")
 	return cmd
 }
 
@@ -115,6 +133,12 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 	}
 	if f.partition < 0 || f.partitions < 1 {
 		return usagef("--partition must not be negative and --partitions must be at least 1")
+	}
+	if !f.transactional && (cmd.Flags().Changed("transactional-id") || cmd.Flags().Changed("commit-interval")) {
+		return usagef("--transactional-id and --commit-interval need --transactional")
+	}
+	if f.commitInterval <= 0 {
+		return usagef("--commit-interval %v: want a positive duration", f.commitInterval)
 	}
 	switch f.compression {
 	case "zstd", "lz4", "snappy", "none":
@@ -148,6 +172,7 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 	o := &ship.KafkaOptions{
 		Brokers: f.brokers, Topic: f.topic, Partition: f.partition, Compression: f.compression,
 		Source: f.source, Cursor: f.cursor, Follow: f.follow,
+		Transactional: f.transactional, TransactionalID: f.transactionalID, CommitInterval: f.commitInterval,
 	}
 	var newShipper func() (*ship.Shipper, error)
 	var closeSrc func() error
@@ -200,7 +225,7 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 	elapsed := time.Since(start)
 	res := shipResult{
 		Shipped: st.Shipped, Bytes: st.Bytes, Seconds: elapsed.Seconds(), DuplicatesSkipped: st.Skipped,
-		Committed: st.Committed, LagRecords: st.LagRecords, LagBytes: st.LagBytes, ConnectErrors: st.ConnectErrors, Topic: f.topic,
+		Committed: st.Committed, LagRecords: st.LagRecords, LagBytes: st.LagBytes, ConnectErrors: st.ConnectErrors, Transactions: st.Transactions, Topic: f.topic,
 	}
 	if elapsed > 0 {
 		res.RecordsPerSec = float64(st.Shipped) / elapsed.Seconds()
@@ -212,8 +237,12 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 	if f.stream != "" {
 		position = "group " + f.group // the stream is read through it, not --cursor
 	}
-	fmt.Fprintf(stderr, "appendlog ship: %d records (%s) to %s in %.2f s, %.0f records/s; %d already in Kafka skipped; %s at %d\n",
-		st.Shipped, humanBytes(int64(st.Bytes)), f.topic, elapsed.Seconds(), res.RecordsPerSec, st.Skipped, position, st.Committed)
+	txns := ""
+	if f.transactional {
+		txns = fmt.Sprintf(" in %d transactions", st.Transactions)
+	}
+	fmt.Fprintf(stderr, "appendlog ship: %d records (%s) to %s%s in %.2f s, %.0f records/s; %d already in Kafka skipped; %s at %d\n",
+		st.Shipped, humanBytes(int64(st.Bytes)), f.topic, txns, elapsed.Seconds(), res.RecordsPerSec, st.Skipped, position, st.Committed)
 	if f.asJSON {
 		if err := json.NewEncoder(cmd.OutOrStdout()).Encode(&res); err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -21,10 +22,26 @@ import (
 
 // TestShipKillRealKafka SIGKILLs `appendlog ship` at random moments while
 // it ships to a real Kafka broker, ten times, then lets a last run finish:
-// the topic holds every record of the log exactly once, in order.
+// the topic holds every record of the log exactly once, in order. It runs
+// with and without --transactional, each on a topic of its own.
 func TestShipKillRealKafka(t *testing.T) {
 	b := kafkatest.Start(t)
-	b.CreateTopic("t", 1)
+	for _, mode := range []struct {
+		name, topic string
+		args        []string
+	}{
+		{"idempotent", "t", nil},
+		{"transactional", "tx", []string{"--transactional"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			b.CreateTopic(mode.topic, 1)
+			shipKillTrials(t, b.Addr, mode.topic, mode.args)
+		})
+	}
+}
+
+// shipKillTrials is a TestShipKillRealKafka trial series on topic.
+func shipKillTrials(t *testing.T, addr, topic string, extra []string) {
 	d := filepath.Join(t.TempDir(), "log")
 	n := 0
 	appendMore := func(k int) {
@@ -44,7 +61,7 @@ func TestShipKillRealKafka(t *testing.T) {
 		}
 	}
 	rng := killRNG(t, 16)
-	args := []string{"ship", "--dir", d, "--brokers", b.Addr, "--topic", "t", "--source", "kill-test", "--json"}
+	args := append([]string{"ship", "--dir", d, "--brokers", addr, "--topic", topic, "--source", "kill-test", "--json"}, extra...)
 	// Each trial has 100,000 new records to ship, and is killed after 50 to
 	// 350 ms: most runs die mid-shipping. Ten must.
 	killed := 0
@@ -77,15 +94,20 @@ func TestShipKillRealKafka(t *testing.T) {
 	}
 	t.Logf("%d runs killed while shipping %d records; the last run shipped %d and skipped %d already in Kafka", killed, n, res.Shipped, res.DuplicatesSkipped)
 
-	checkTopicOnce(t, b.Addr, "t", n)
+	if slices.Contains(extra, "--transactional") && res.Transactions == 0 && res.Shipped > 0 {
+		t.Fatalf("the last run shipped through no transaction: %+v", res)
+	}
+	checkTopicOnce(t, addr, topic, n)
 }
 
 // checkTopicOnce reads topic back and checks it holds the records
 // "record 1" to "record n" exactly once each, in order, with their
-// appendlog-seq headers.
+// appendlog-seq headers. It reads as a consumer of a topic shipped with
+// --transactional must, read_committed.
 func checkTopicOnce(t *testing.T, addr, topic string, n int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,6 +112,8 @@ func TestShipCLIMisuse(t *testing.T) {
 		{[]string{"--dir", d, "--brokers", dead}, exitUsage, "--brokers and --topic are required"},
 		{[]string{"--dir", d, "--brokers", dead, "--topic", "t", "--partition", "-1"}, exitUsage, "--partition must not be negative"},
 		{[]string{"--dir", d, "--brokers", dead, "--topic", "t", "--compression", "gzip9"}, exitUsage, `--compression "gzip9"`},
+		{[]string{"--dir", d, "--brokers", dead, "--topic", "t", "--transactional-id", "x"}, exitUsage, "need --transactional"},
+		{[]string{"--dir", d, "--brokers", dead, "--topic", "t", "--transactional", "--commit-interval", "0s"}, exitUsage, "--commit-interval 0s"},
 		{[]string{"--dir", d, "--brokers", dead, "--topic", "t"}, exitFailure, "cannot reach Kafka at [" + dead + "]"},
 		{[]string{"--dir", filepath.Join(d, "nope"), "--brokers", dead, "--topic", "t"}, exitFailure, "no such directory"},
 		{[]string{"--dir", d, "--brokers", dead, "--topic", "t", "--cursor", "broken"}, exitFailure, "bad cursor file " + filepath.Join(d, "cursors", "broken")},
