@@ -495,7 +495,9 @@ func (s *Shipper) setErr(msg string) {
 }
 
 // Close closes the shipper's Kafka client and cursor (Run has committed
-// it). It does not close the log. A Run in progress is stopped as if its
+// it). It does not close the log. A Transactional shipper whose last Run
+// could not abort its transaction tries again first, for at most
+// ConnectTimeout. A Run in progress is stopped as if its
 // ctx were done (it waits for the records in flight and commits), and
 // Close waits for it to return. Later calls of Close return nil.
 func (s *Shipper) Close() error {
@@ -511,8 +513,16 @@ func (s *Shipper) Close() error {
 		stop()
 		<-done
 	}
+	var abortErr error
+	if s.txn.ending {
+		// A transaction left open holds read_committed consumers of its
+		// partitions back until Kafka times it out: abort it now.
+		ctx, cancel := context.WithTimeout(context.Background(), s.o.ConnectTimeout)
+		abortErr = s.abortTxn(ctx)
+		cancel()
+	}
 	s.cl.Close()
-	return s.in.close()
+	return errors.Join(abortErr, s.in.close())
 }
 
 // Stats returns the shipper's counters.

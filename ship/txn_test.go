@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -204,4 +206,60 @@ func TestTxnRefusedRecordAbortsTransaction(t *testing.T) {
 		t.Fatalf("the next shipper: %+v", st)
 	}
 	exactlyOnce(t, readTopic(t, c, "src-1", 1000), 1000)
+}
+
+// TestTxnCloseAbortsWhatRunLeftOpen: a Run stopped while Kafka holds its
+// produce requests gives up on them after FlushTimeout, and its abort
+// cannot finish while they are unanswered. Close, once Kafka answers,
+// aborts that transaction, so it does not hold read_committed consumers
+// back (the partition's last stable offset reaches its end) until Kafka
+// times it out.
+func TestTxnCloseAbortsWhatRunLeftOpen(t *testing.T) {
+	c := cluster(t, 1)
+	var hold atomic.Bool
+	hold.Store(true)
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for deadline := time.Now().Add(5 * time.Second); hold.Load() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		return nil, nil, false
+	})
+	l := openLog(t, 50)
+	o := txnOpts(c)
+	o.Follow = true
+	o.FlushTimeout = 50 * time.Millisecond
+	s, err := NewKafka(l, o)
+	noErr(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	for s.Stats().InFlight == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	noErr(t, <-done)
+	if st := s.Stats(); st.Shipped != 0 || st.Committed != 1 || !strings.Contains(st.LastError, "abort the transaction") {
+		t.Fatalf("after giving up: %+v", st)
+	}
+	hold.Store(false)
+	noErr(t, s.Close())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	noErr(t, err)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		stable, err1 := adm.ListCommittedOffsets(context.Background(), "t")
+		end, err2 := adm.ListEndOffsets(context.Background(), "t")
+		noErr(t, errors.Join(err1, err2))
+		so, _ := stable.Lookup("t", 0)
+		eo, _ := end.Lookup("t", 0)
+		if so.Offset == eo.Offset && eo.Offset > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a transaction is still open after Close: last stable offset %d, end %d", so.Offset, eo.Offset)
+		}
+	}
+	exactlyOnce(t, readTopic(t, c, "src-1", 0), 0)
 }
