@@ -225,9 +225,12 @@ type Shipper struct {
 	// ending is set when a transaction was aborted and Kafka did not
 	// confirm it (Run gave up waiting for its records): the next Run
 	// aborts it again before it starts.
+	// due is done when the open transaction is due to commit
+	// (CommitInterval after it began), or when the read loop's context is.
 	txn struct {
 		open, ending bool
-		began        time.Time
+		due          context.Context
+		cancelDue    context.CancelFunc
 		seqs         []uint64
 		bytes        uint64
 	}
@@ -1038,14 +1041,14 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 		})
 	}
 	for s.o.Follow || next < end {
-		if s.txn.open && time.Since(s.txn.began) >= s.o.CommitInterval {
-			if err := s.commitTxn(prodCtx); err != nil || s.failure() != nil {
+		if s.txn.open && isDone(s.txn.due) {
+			if stop, err := s.commitDue(prodCtx); stop {
 				return err
 			}
 		}
 		seq, rec, err := s.nextWithin(ctx)
 		if errors.Is(err, errCommitDue) {
-			if err := s.commitTxn(prodCtx); err != nil || s.failure() != nil {
+			if stop, err := s.commitDue(prodCtx); stop {
 				return err
 			}
 			continue
@@ -1073,7 +1076,7 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 		// others are acked: wait until seq is within the source's window.
 		if s.txn.open && seq-s.in.committed() > s.outMask {
 			// Nothing is acked before the transaction commits.
-			if err := s.commitTxn(prodCtx); err != nil || s.failure() != nil {
+			if stop, err := s.commitDue(prodCtx); stop {
 				return err
 			}
 		}
@@ -1106,7 +1109,8 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 			if err := s.cl.BeginTransaction(); err != nil {
 				return fmt.Errorf("ship: begin a transaction as %q: %w", s.o.TransactionalID, err)
 			}
-			s.txn.open, s.txn.began = true, time.Now()
+			s.txn.open = true
+			s.txn.due, s.txn.cancelDue = context.WithTimeout(ctx, s.o.CommitInterval)
 			s.txnRefused.Store(false)
 		}
 		if s.txn.open {
@@ -1130,13 +1134,19 @@ func (s *Shipper) nextWithin(ctx context.Context) (uint64, []byte, error) {
 	if !s.txn.open {
 		return s.in.next(ctx)
 	}
-	wctx, cancel := context.WithDeadline(ctx, s.txn.began.Add(s.o.CommitInterval))
-	defer cancel()
-	seq, rec, err := s.in.next(wctx)
-	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+	seq, rec, err := s.in.next(s.txn.due)
+	if err != nil && s.txn.due.Err() != nil && ctx.Err() == nil {
 		return 0, nil, errCommitDue
 	}
 	return seq, rec, err
+}
+
+// commitDue is commitTxn in the read loop; stop says the loop must end:
+// Kafka refused a record, or did not confirm an abort (no transaction may
+// begin before it does).
+func (s *Shipper) commitDue(prodCtx context.Context) (stop bool, err error) {
+	err = s.commitTxn(prodCtx)
+	return err != nil || s.failure() != nil || s.txn.ending, err
 }
 
 // commitTxn waits until Kafka answered for every record of the open
@@ -1159,13 +1169,11 @@ func (s *Shipper) commitTxn(prodCtx context.Context) error {
 		_ = s.abortTxn(ctx)
 		return nil
 	}
-	s.txn.open = false
 	if err := s.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		// Its outcome may be unknown: the records are not acked, and the
 		// next run's read-back finds those Kafka committed.
 		err = fmt.Errorf("ship: Kafka did not commit the transaction of records %d to %d of %s (transactional ID %q): they are sent again next time, unless it did: %w",
 			s.txn.seqs[0], s.txn.seqs[len(s.txn.seqs)-1], s.in.name(), s.o.TransactionalID, err)
-		s.txn.seqs, s.txn.bytes = s.txn.seqs[:0], 0
 		return errors.Join(err, s.abortTxn(ctx))
 	}
 	for _, seq := range s.txn.seqs {
@@ -1179,15 +1187,34 @@ func (s *Shipper) commitTxn(prodCtx context.Context) error {
 	s.bytes.Add(s.txn.bytes)
 	s.txns.Add(1)
 	s.lastAck.Store(time.Now().UnixNano())
-	s.txn.seqs, s.txn.bytes = s.txn.seqs[:0], 0
+	s.closeTxn()
 	return nil
+}
+
+// isDone reports whether ctx is done, without waiting.
+func isDone(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// closeTxn forgets the open transaction, committed or aborted.
+func (s *Shipper) closeTxn() {
+	if s.txn.cancelDue != nil {
+		s.txn.cancelDue()
+	}
+	s.txn.open, s.txn.due, s.txn.cancelDue = false, nil, nil
+	s.txn.seqs, s.txn.bytes = s.txn.seqs[:0], 0
 }
 
 // abortTxn aborts the open transaction (or, after a failed commit, makes
 // sure it ended), acking none of its records: they are sent again.
 func (s *Shipper) abortTxn(ctx context.Context) error {
-	s.txn.open, s.txn.ending = false, true
-	s.txn.seqs, s.txn.bytes = s.txn.seqs[:0], 0
+	s.closeTxn()
+	s.txn.ending = true
 	err := s.cl.AbortBufferedRecords(ctx)
 	if err == nil {
 		err = s.cl.EndTransaction(ctx, kgo.TryAbort)

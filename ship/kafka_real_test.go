@@ -177,36 +177,65 @@ func BenchmarkShip(b *testing.B) {
 				benchShip(b, kb.Addr, newTopic(), rec, from == "ship-dir", from == "ship-txn")
 			})
 		}
-		b.Run(fmt.Sprintf("size=%d/kgo", size), func(b *testing.B) {
-			topic := newTopic()
-			cl, err := kgo.NewClient(kgo.SeedBrokers(kb.Addr), kgo.DefaultProduceTopic(topic),
-				kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
-				kgo.ProducerBatchCompression(kgo.ZstdCompression()), kgo.ProducerLinger(DefaultLinger),
-				kgo.MaxBufferedRecords(DefaultMaxInFlightRecords), kgo.MaxBufferedBytes(DefaultMaxInFlightBytes))
-			noErr(b, err)
-			defer cl.Close()
-			src := []byte("bench")
-			var acked, failed atomic.Int64
-			promise := func(_ *kgo.Record, err error) {
-				if err != nil {
-					failed.Add(1)
-				}
-				acked.Add(1)
-			}
-			b.SetBytes(int64(size))
-			b.ResetTimer()
-			for i := range b.N {
-				cl.Produce(context.Background(), &kgo.Record{Topic: topic, Value: bytes.Clone(rec),
-					Headers: []kgo.RecordHeader{{Key: HeaderSource, Value: src}, {Key: HeaderSeq, Value: strconv.AppendUint(nil, uint64(i+1), 10)}}}, promise)
-			}
-			noErr(b, cl.Flush(context.Background()))
-			b.StopTimer()
-			if acked.Load() != int64(b.N) || failed.Load() != 0 {
-				b.Fatalf("acked %d of %d, %d failed", acked.Load(), b.N, failed.Load())
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
-		})
+		for _, base := range []string{"kgo", "kgo-txn"} {
+			b.Run(fmt.Sprintf("size=%d/%s", size, base), func(b *testing.B) {
+				benchKgo(b, kb.Addr, newTopic(), rec, base == "kgo-txn")
+			})
+		}
 	}
+}
+
+// benchKgo is a BenchmarkShip baseline: franz-go producing b.N records of
+// rec from memory to topic, with the shipper's headers and settings; with
+// txn, in transactions of as many records as a Transactional shipper's
+// (its in-flight window less one), as it commits them.
+func benchKgo(b *testing.B, addr, topic string, rec []byte, txn bool) {
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(kgo.ZstdCompression()), kgo.ProducerLinger(DefaultLinger),
+		kgo.MaxBufferedRecords(DefaultMaxInFlightRecords), kgo.MaxBufferedBytes(DefaultMaxInFlightBytes)}
+	if txn {
+		opts = append(opts, kgo.TransactionalID("bench-"+topic))
+	}
+	cl, err := kgo.NewClient(opts...)
+	noErr(b, err)
+	defer cl.Close()
+	src := []byte("bench")
+	var acked, failed atomic.Int64
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			failed.Add(1)
+		}
+		acked.Add(1)
+	}
+	ctx := context.Background()
+	commit := func() {
+		noErr(b, cl.Flush(ctx))
+		noErr(b, cl.EndTransaction(ctx, kgo.TryCommit))
+	}
+	const perTxn = DefaultMaxInFlightRecords - 1
+	b.SetBytes(int64(len(rec)))
+	b.ResetTimer()
+	for i := range b.N {
+		if txn && i%perTxn == 0 {
+			if i > 0 {
+				commit()
+			}
+			noErr(b, cl.BeginTransaction())
+		}
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: bytes.Clone(rec),
+			Headers: []kgo.RecordHeader{{Key: HeaderSource, Value: src}, {Key: HeaderSeq, Value: strconv.AppendUint(nil, uint64(i+1), 10)}}}, promise)
+	}
+	if txn {
+		commit()
+	} else {
+		noErr(b, cl.Flush(ctx))
+	}
+	b.StopTimer()
+	if acked.Load() != int64(b.N) || failed.Load() != 0 {
+		b.Fatalf("acked %d of %d, %d failed", acked.Load(), b.N, failed.Load())
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
 
 // benchShip is a BenchmarkShip run of ship: b.N records of rec from a log
