@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/appendlog/appendlog/internal/kafkatest"
@@ -62,14 +63,32 @@ func shipKillTrials(t *testing.T, addr, topic string, extra []string) {
 	}
 	rng := killRNG(t, 16)
 	args := append([]string{"ship", "--dir", d, "--brokers", addr, "--topic", topic, "--source", "kill-test", "--json"}, extra...)
-	// Each trial has 100,000 new records to ship, and is killed after 50 to
-	// 350 ms: most runs die mid-shipping. Ten must.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	endOffset := func() int64 {
+		t.Helper()
+		ends, err := adm.ListEndOffsets(context.Background(), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, _ := ends.Lookup(topic, 0)
+		return e.Offset
+	}
+	// Each trial has 100,000 new records to ship, and is killed 0 to 300
+	// ms after its first records reached Kafka (a start takes longer than
+	// that under -race: a kill at a fixed time would only ever hit
+	// starts). Ten must die so, mid-shipping.
 	killed := 0
 	for trial := 0; killed < 10; trial++ {
 		if trial == 40 {
 			t.Fatalf("only %d of 40 runs were killed while shipping", killed)
 		}
 		appendMore(100_000)
+		before := endOffset()
 		cmd := exec.Command(cliPath, args...)
 		cmd.Env = cliEnv()
 		var stderr bytes.Buffer
@@ -77,13 +96,30 @@ func shipKillTrials(t *testing.T, addr, topic string, extra []string) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(50+rng.IntN(300)) * time.Millisecond)
+		exited := make(chan struct{})
+		var waitErr error
+		go func() { waitErr = cmd.Wait(); close(exited) }()
+		shipping := false
+		for deadline := time.Now().Add(time.Minute); !shipping && time.Now().Before(deadline); {
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Millisecond):
+				shipping = endOffset() > before
+				continue
+			}
+			break
+		}
+		if shipping {
+			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		}
 		_ = cmd.Process.Signal(syscall.SIGKILL)
-		err := cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == -1 { // ended by a signal: ours
-			killed++
-		} else if err != nil {
-			t.Fatalf("trial %d: %v\n%s", trial, err, stderr.Bytes())
+		<-exited
+		if ee, ok := waitErr.(*exec.ExitError); ok && ee.ExitCode() == -1 { // ended by a signal: ours
+			if shipping {
+				killed++
+			}
+		} else if waitErr != nil {
+			t.Fatalf("trial %d: %v\n%s", trial, waitErr, stderr.Bytes())
 		}
 	}
 	r := cli(t, args...)
@@ -93,7 +129,9 @@ func shipKillTrials(t *testing.T, addr, topic string, extra []string) {
 		t.Fatalf("the last run: %v %+v\n%s", err, res, r)
 	}
 	t.Logf("%d runs killed while shipping %d records; the last run shipped %d and skipped %d already in Kafka", killed, n, res.Shipped, res.DuplicatesSkipped)
-
+	if res.Shipped >= uint64(n) {
+		t.Fatalf("the killed runs left nothing the last run could use (it shipped all %d records): the kills did not test a restart", n)
+	}
 	if slices.Contains(extra, "--transactional") && res.Transactions == 0 && res.Shipped > 0 {
 		t.Fatalf("the last run shipped through no transaction: %+v", res)
 	}
