@@ -498,8 +498,15 @@ func (r Reservation) payload() []byte {
 	return r.f.m[at : at+r.n : at+r.n]
 }
 
-// Pos returns the record's position.
-func (r Reservation) Pos() uint64 { return r.f.idx<<32 | r.off }
+// Pos returns the record's position. A zero Reservation (the one Reserve
+// returns with an error) is no claim: its Pos is 0, its Bytes nil, and its
+// Commit fails.
+func (r Reservation) Pos() uint64 {
+	if r.f == nil {
+		return 0
+	}
+	return r.f.idx<<32 | r.off
+}
 
 // Commit publishes the record. It returns an error wrapping ErrPadded if
 // another process padded the claim over first: the record is then not in

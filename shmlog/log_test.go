@@ -3,6 +3,7 @@ package shmlog_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -265,5 +266,30 @@ func TestCommitTwice(t *testing.T) {
 	}
 	if err := (shmlog.Reservation{}).Commit(); err == nil {
 		t.Fatal("Commit of a zero Reservation succeeded")
+	}
+}
+
+// TestZeroReservation: every method of a zero Reservation (what Reserve
+// returns with an error) answers without panicking.
+func TestZeroReservation(t *testing.T) {
+	l, err := shmlog.Open(logPath(t), &shmlog.Options{MaxFileSize: 8192})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	failed, err := l.Reserve(1 << 20)
+	if !errors.Is(err, shmlog.ErrTooLarge) {
+		t.Fatalf("Reserve of more than a file: %v", err)
+	}
+	for name, r := range map[string]shmlog.Reservation{"zero": {}, "failed Reserve": failed} {
+		if p := r.Pos(); p != 0 {
+			t.Errorf("%s: Pos %#x, want 0", name, p)
+		}
+		if b := r.Bytes(); b != nil {
+			t.Errorf("%s: Bytes %d bytes, want nil", name, len(b))
+		}
+		if err := r.Commit(); err == nil {
+			t.Errorf("%s: Commit succeeded", name)
+		}
 	}
 }
