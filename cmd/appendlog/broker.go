@@ -188,7 +188,9 @@ The publish time runs from the start to the last publish returning (and,
 for batch and always, its confirm); the consume time to the last record
 acked. With --backlog the consumers start only when publishing has ended,
 and the consume time runs from then: the rate at which groups drain a
-backlog. With --json a JSON object is the last line of stdout.`,
+backlog. With --json a JSON object is the last line of stdout, also when
+the run cannot start (then with "error", and verified false; the message is
+on stderr too, and the exit status 1, or 2 for a bad command line).`,
 		Example: `  appendlog broker
   appendlog broker --mode queue --consumers 20 --records 2000000
   appendlog broker --streams 1000 --duration 30s --sync batch --json`,
@@ -347,6 +349,29 @@ func (t *topology) indexLanes() {
 func runBroker(cmd *cobra.Command, f *brokerFlags) (err error) {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	b, err := setupBroker(cmd, f)
+	if err != nil {
+		if f.json {
+			// A script reading the last line of stdout gets the failure
+			// there too, as after a failed run. The flags are as given
+			// (the rate left out: a NaN one has no JSON form).
+			err = errors.Join(err, printBrokerJSON(cmd.OutOrStdout(), &brokerResult{Mode: f.mode, Streams: f.streams,
+				Publishers: f.publishers, Consumers: f.consumers, Size: f.size, Sync: f.sync,
+				Resumed: f.resume, Error: err.Error(), Dir: f.dir, Kept: f.dir != ""}))
+		}
+		return err
+	}
+	defer func() {
+		if b.temp != "" {
+			err = errors.Join(err, os.RemoveAll(b.temp))
+		}
+	}()
+	runErr := b.run(ctx)
+	return b.report(runErr)
+}
+
+// checkBrokerFlags checks the flags that do not make the workload.
+func checkBrokerFlags(cmd *cobra.Command, f *brokerFlags) error {
 	if f.records < 0 || f.duration < 0 || f.drainTimeout <= 0 || f.bufferSize < 0 || f.readerWindow < 0 || !(f.rate >= 0) || math.IsInf(f.rate, 1) {
 		return usagef("--records, --duration, --rate, --buffer-size and --reader-window must not be negative, --rate must be finite, --drain-timeout must be positive")
 	}
@@ -358,17 +383,7 @@ func runBroker(cmd *cobra.Command, f *brokerFlags) (err error) {
 	if f.duration > 0 && cmd.Flags().Changed("records") {
 		return usagef("--records and --duration are exclusive: publish --records in total, or for --duration")
 	}
-	b, err := setupBroker(cmd, f)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if b.temp != "" {
-			err = errors.Join(err, os.RemoveAll(b.temp))
-		}
-	}()
-	runErr := b.run(ctx)
-	return b.report(runErr)
+	return nil
 }
 
 // brokerRun is one run of the workload.
@@ -415,6 +430,9 @@ type lane struct {
 // setupBroker validates the flags, makes or finds the directory, and opens
 // the store and its streams.
 func setupBroker(cmd *cobra.Command, f *brokerFlags) (_ *brokerRun, err error) {
+	if err := checkBrokerFlags(cmd, f); err != nil {
+		return nil, err
+	}
 	b := &brokerRun{f: f, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), latency: newLatencyHist()}
 	dir := f.dir
 	if f.resume {
@@ -1095,11 +1113,7 @@ func (b *brokerRun) report(runErr error) error {
 		fmt.Fprintf(w, "  stopped: %s\n", r.Error)
 	}
 	if b.f.json {
-		out, err := json.Marshal(r)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(b.stdout, "%s\n", out); err != nil {
+		if err := printBrokerJSON(b.stdout, r); err != nil {
 			return err
 		}
 	}
@@ -1107,6 +1121,16 @@ func (b *brokerRun) report(runErr error) error {
 		return &exitError{exitFailure}
 	}
 	return nil
+}
+
+// printBrokerJSON prints r as one line of JSON: --json's output.
+func printBrokerJSON(w io.Writer, r *brokerResult) error {
+	out, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", out)
+	return err
 }
 
 // groupRun is one consumer group of the run and what it received.

@@ -135,7 +135,9 @@ line "durable <seq>" on stdout each time the durable sequence number
 advances (polled every 2ms) and once more at the end; a summary on stderr;
 with --json a JSON object as the last line of stdout, also after a run
 stopped early (then with "error", and written_records and durable_records
-below records).`,
+below records) and when load cannot start (then with "error" and no
+records; the message is on stderr too, and the exit status 1, or 2 for a
+bad command line).`,
 		Example: `  appendlog load --records 1000000 --writers 8 --sync batch
   appendlog load --dir /tmp/log --records 100000 --size 512 --sync always --acks --json`,
 		Args: cobra.NoArgs,
@@ -214,6 +216,12 @@ func runLoad(cmd *cobra.Command, f *loadFlags) (err error) {
 	defer context.AfterFunc(ctx, stop)()
 	r, err := setupLoad(cmd, f)
 	if err != nil {
+		if f.json {
+			// A script reading the last line of stdout gets the failure
+			// there too, as after a run stopped early.
+			err = errors.Join(err, printLoadJSON(cmd.OutOrStdout(), &loadResult{Requested: f.records, Writers: f.writers,
+				Size: f.size, Sync: f.sync, SegmentSize: f.segmentSize, Dir: f.dir, Kept: f.dir != "", Error: err.Error()}))
+		}
 		return err
 	}
 	defer func() {
@@ -385,11 +393,7 @@ func (r *loadRun) finish(elapsed time.Duration, runErr error) error {
 		printLoadSummary(r.stderr, res)
 	}
 	if f.json {
-		b, err := json.Marshal(res)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(r.stdout, "%s\n", b); err != nil {
+		if err := printLoadJSON(r.stdout, res); err != nil {
 			return err
 		}
 	}
@@ -397,6 +401,16 @@ func (r *loadRun) finish(elapsed time.Duration, runErr error) error {
 		return &exitError{exitFailure}
 	}
 	return nil
+}
+
+// printLoadJSON prints res as one line of JSON: --json's output.
+func printLoadJSON(w io.Writer, res *loadResult) error {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
 }
 
 // recordCounts returns how many records of size bytes, from seq first on,
