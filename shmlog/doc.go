@@ -80,6 +80,13 @@
 //     removed or replaced) fails instead: the files named P.%08d may be
 //     another log's.
 //
+// Whoever takes the flock of P.lock (Open, a roll, Close) checks, once it
+// holds it, that P.lock still names the file it locked, and opens the name
+// again and retries if not: were P.lock removed while the log is in use,
+// processes holding the old file and processes that created a new one
+// would otherwise each hold "the" lock. A removal while a process holds
+// the lock is seen at its next lock.
+//
 // After a successful commit, a writer that reads waiters ≠ 0 adds 1 to
 // wake and wakes every futex(2) waiter on it (FUTEX_WAKE, not private). A
 // writer that skips this step is still correct: sleeping readers then see

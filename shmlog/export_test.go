@@ -1,6 +1,10 @@
 package shmlog
 
-import "os"
+import (
+	"os"
+
+	"github.com/appendlog/appendlog/internal/sys"
+)
 
 // HeaderSize is the size of a file's header page.
 const HeaderSize = _hdrSize
@@ -18,3 +22,15 @@ func (l *Log) SetBeforeHeader(fn func()) { l.beforeHeader = fn }
 
 // SetFdatasync makes Sync call fn in place of fdatasync(2).
 func (l *Log) SetFdatasync(fn func(*os.File) error) { l.fdatasync = fn }
+
+// LockLog takes the exclusive lock of the log's path.lock, as a roll does,
+// and returns its unlock.
+func (l *Log) LockLog() (unlock func(), err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.lockLog(); err != nil {
+		return nil, err
+	}
+	f := l.lockf
+	return func() { sys.Unlock(f) }, nil
+}

@@ -264,15 +264,10 @@ func (l *Log) open() error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("shmlog: open: %w", err)
 	}
-	lockf, err := os.OpenFile(l.path+".lock", os.O_RDWR|os.O_CREATE, l.o.Perm)
-	if err != nil {
+	if err := l.lockLog(); err != nil {
 		return fmt.Errorf("shmlog: open: %w", err)
 	}
-	l.lockf = lockf
-	if err := sys.Lock(lockf, true); err != nil {
-		return fmt.Errorf("shmlog: open: %w", err)
-	}
-	defer sys.Unlock(lockf)
+	defer sys.Unlock(l.lockf)
 	if _, err := os.Stat(l.path); errors.Is(err, fs.ErrNotExist) {
 		// A later file with no file 0 is the rest of a log whose file 0 was
 		// removed: the new log would roll into it, taking its records, or
@@ -309,6 +304,49 @@ func (l *Log) open() error {
 	l.mu.files = append(l.mu.files, f)
 	l.cur.Store(f)
 	return l.register()
+}
+
+// lockLog takes the exclusive flock of path.lock, which serialises Open's
+// join, rolls and Close across processes. A flock locks an inode, not a
+// name: were path.lock removed or replaced while l holds a descriptor of
+// it, a process opening the log now would lock a new file of that name,
+// and the two locks would not exclude each other (two rolls could each
+// create the next file). So once it holds the lock, lockLog checks that
+// path.lock still names the file it locked, and if not it opens the name
+// again (creating it) and retries, so every process locks the file the
+// name holds when it locks. A removal while the lock is held is not seen
+// until the next lockLog; no process of the log removes path.lock.
+// REQUIRES: no other call on l runs lockLog at once (l.mu, or Open or
+// Close, which run alone).
+func (l *Log) lockLog() error {
+	name := l.path + ".lock"
+	for {
+		if l.lockf == nil {
+			f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, l.o.Perm)
+			if err != nil {
+				return err
+			}
+			l.lockf = f
+		}
+		if err := sys.Lock(l.lockf, true); err != nil {
+			return err
+		}
+		held, err := l.lockf.Stat()
+		if err != nil {
+			sys.Unlock(l.lockf)
+			return err
+		}
+		fi, err := os.Stat(name)
+		if err == nil && os.SameFile(fi, held) {
+			return nil
+		}
+		sys.Unlock(l.lockf)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		l.lockf.Close()
+		l.lockf = nil
+	}
 }
 
 // laterFile returns the name of a file i ≥ 1 of a log at path (path.%08d)
@@ -638,7 +676,7 @@ func (l *Log) roll(idx uint64) error {
 	if cur := l.cur.Load(); cur == nil || cur.idx > idx {
 		return nil
 	}
-	if err := sys.Lock(l.lockf, true); err != nil {
+	if err := l.lockLog(); err != nil {
 		return fmt.Errorf("shmlog: roll: %w", err)
 	}
 	defer sys.Unlock(l.lockf)
@@ -857,7 +895,9 @@ func (l *Log) Close() error {
 	}
 	var err error
 	if l.lockf != nil {
-		err = sys.Lock(l.lockf, true)
+		if err = l.lockLog(); err != nil {
+			err = fmt.Errorf("shmlog: close: %w", err)
+		}
 	}
 	cur := l.cur.Swap(nil)
 	l.release()
