@@ -104,10 +104,17 @@
 // process start time (field 22 of /proc/PID/stat, 0 while registering),
 // [16:24) entered and [24:32) left, the counts of the process's claims that
 // passed step 1 and that passed the end of step 3, 4 or 5: entered - left
-// claims are between their tail add and their header. Open takes a free
-// slot, or one whose process is gone, under the exclusive flock of P.lock,
-// by CASing state to generation+1 and the new pid, then stores the start
-// time and zeroes the counts; Close frees it (generation+1, pid 0). A
+// claims are between their tail add and their header, and [32:40) first,
+// the position where appends stood when the process took the slot
+// (active<<32 | min(tail, C)): every claim of the process is at or after
+// it. Open takes a free slot, or one whose process is gone, under the
+// exclusive flock of P.lock, by CASing state to generation+1 and the new
+// pid, then stores the start time, zeroes the counts and stores first;
+// Close frees it (generation+1, pid 0). An in-progress word holds only the
+// generation's low 16 bits, which come round again after 65,536 takes of
+// the slot: first tells a claim left by an earlier owner from one of the
+// live owner whose generation matches it so. The full 32-bit generation in
+// state, which snapshots compare, would take 2^32 takes to come round. A
 // process is gone if /proc/PID/stat is a zombie's or its start time
 // differs, or if it is missing and kill(PID, 0) fails with ESRCH (procfs
 // mounted with hidepid hides other users' processes, which are then live
@@ -121,7 +128,8 @@
 // over, counted in padded, when it is safe:
 //
 //   - in progress (W>>62 == 0): when the owner slot's generation no longer
-//     matches or its process is gone (or, with LiveTimeout set, after
+//     matches, the frame is before the slot's first, or the owner's
+//     process is gone (or, with LiveTimeout set, after
 //     LiveTimeout whatever the owner): store seq, then CAS W from the
 //     in-progress word to a padding word of the same length. The owner, if
 //     it was only stopped, fails its commit CAS and never overwrites. A

@@ -34,3 +34,12 @@ func (l *Log) LockLog() (unlock func(), err error) {
 	f := l.lockf
 	return func() { sys.Unlock(f) }, nil
 }
+
+// SetSlotGen sets the generation of slot s, keeping its pid.
+func (l *Log) SetSlotGen(s int, gen uint64) {
+	st := l.hdr.slot(s, _slotState)
+	st.Store(gen<<32 | uint64(uint32(st.Load())))
+}
+
+// Slot returns the index of l's slot.
+func (l *Log) Slot() int { return l.slot }

@@ -35,6 +35,7 @@ const (
 	_slotStart  = 8
 	_slotEnter  = 16
 	_slotLeave  = 24
+	_slotFirst  = 32
 
 	_kindShift = 62
 	_lenMask   = frame.MaxPayload
@@ -182,9 +183,21 @@ func (h header) slot(s, field int) *atomic.Uint64 {
 // word a writer stores does; another is damage, never a dead writer's.
 func slotOK(w uint64) bool { return w&0xffff >= 1 && w&0xffff <= _slots }
 
-// ownerGone reports whether the owner named by an in-progress word is gone:
-// its slot was freed or reused, or its process is gone.
-func (h header) ownerGone(w uint64, alive func(pid int, start uint64) bool) bool {
+// ownerGone reports whether the owner named by the in-progress word w at
+// position pos is gone: its slot was freed or taken again, or its process
+// is gone.
+//
+// w holds only the low 16 bits of the slot's generation, which come round
+// again after 65,536 takes of the slot (an Open and its Close take two):
+// a claim left by a writer that died or closed without committing could
+// then name the slot's live owner, and readers would wait behind it for
+// as long as that process lives. The slot's first word rules this out: it
+// is the position where appends stood when the owner took the slot, and
+// every claim of the owner is at or after it, while a claim of an earlier
+// owner is before it. A first word not yet stored by an Open taking the
+// slot is a smaller, earlier owner's, so the claim is waited for until it
+// is stored; never is a live owner's claim taken for gone.
+func (h header) ownerGone(w, pos uint64, alive func(pid int, start uint64) bool) bool {
 	s := int(w&0xffff) - 1
 	if s < 0 || s >= _slots {
 		return true
@@ -192,6 +205,9 @@ func (h header) ownerGone(w uint64, alive func(pid int, start uint64) bool) bool
 	st := h.slot(s, _slotState).Load()
 	if uint32(st) == 0 || uint64(uint16(st>>32)) != (w>>16)&0xffff {
 		return true
+	}
+	if pos < h.slot(s, _slotFirst).Load() {
+		return true // claimed before the owner took the slot: an earlier owner's
 	}
 	return !alive(int(uint32(st)), h.slot(s, _slotStart).Load())
 }

@@ -504,6 +504,12 @@ func (l *Log) register() error {
 		l.hdr.slot(s, _slotStart).Store(start)
 		l.hdr.slot(s, _slotEnter).Store(0)
 		l.hdr.slot(s, _slotLeave).Store(0)
+		// Every claim of this Log is at or after where appends stand now
+		// (rolls wait for the lock held here, and tails only grow while
+		// the log is open): readers tell by it an earlier owner's claim
+		// from this Log's when the generation's low 16 bits have wrapped.
+		cur := l.cur.Load()
+		l.hdr.slot(s, _slotFirst).Store(cur.idx<<32 | min(cur.tail.Load(), l.capacity))
 		l.slot = s
 		l.marker = (gen&0xffff)<<16 | uint64(s+1)
 		l.entered = l.hdr.slot(s, _slotEnter)

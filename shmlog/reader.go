@@ -286,7 +286,7 @@ func (r *Reader) stalled(w uint64) (bool, error) {
 		}
 		n = x - r.off - frame.HeaderSize
 	} else {
-		if !r.hdr.ownerGone(w, r.alive) && (r.o.LiveTimeout == 0 || waited < r.o.LiveTimeout) {
+		if !r.hdr.ownerGone(w, pos, r.alive) && (r.o.LiveTimeout == 0 || waited < r.o.LiveTimeout) {
 			return false, nil
 		}
 		n = (w >> 32) & _lenMask
