@@ -181,7 +181,10 @@
 //
 // A failed write or fdatasync of a file is sticky: the page cache may have
 // dropped the data, so the Ring stops, and every later call (Write, Flush,
-// Sync, Close) returns the error. A failed write to an io.Writer sink (a
+// Sync, Close) returns the error. That holds for the fdatasync of a
+// rotated or reopened file too, which the closer goroutine makes: every
+// call that starts after it failed returns its error, even on a Ring with
+// nothing left to write. A failed write to an io.Writer sink (a
 // network connection that hiccups) is retried instead: the bytes not yet
 // written are written again, in order, after a pause that doubles from
 // RetryBackoff to RetryMaxBackoff; each failure is counted

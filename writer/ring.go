@@ -318,7 +318,14 @@ type Ring struct {
 	timeout time.Duration // BlockTimeout with Block
 	markers bool
 	cut     *marks // record starts, for rotation and NewRing's whole-record writes; nil for a file without Rotate
-	opts    RingOptions
+	// sinkFailed, if not nil, is set by the sink when it fails off the
+	// flusher (a rotated file's fdatasync, on the closer): the engine
+	// learns of such a failure only when its flusher next calls the
+	// sink, which a Ring with nothing left to write never does, so
+	// Write, Flush, Sync, Reopen and Close check it themselves (state).
+	// Nil for sinks that fail only on the flusher.
+	sinkFailed *atomic.Bool
+	opts       RingOptions
 
 	_ [64]byte
 	// pending counts drops not yet reported by a marker line.
@@ -452,6 +459,7 @@ func openRotating(path string, o RingOptions) (*Ring, error) {
 	}
 	r.cut = m
 	r.rep = rep
+	r.sinkFailed = &s.closeFailed
 	s.startSchedule(func() uint64 { pos, _ := r.e.Tail(); return pos })
 	return r, nil
 }
@@ -515,7 +523,7 @@ func newRing(s ringSink, o RingOptions, giveUp chan struct{}) (*Ring, error) {
 // resumed. Every record, marked or not, takes one claim.
 func (r *Ring) Write(p []byte) (int, error) {
 	n := len(p)
-	if n == 0 || r.markers && r.pending.Load() != 0 {
+	if n == 0 || r.sinkFailed != nil && r.sinkFailed.Load() || r.markers && r.pending.Load() != 0 {
 		return r.write(p)
 	}
 	// The common case: no marker to add, and the first try at the claim
@@ -536,7 +544,7 @@ func (r *Ring) Write(p []byte) (int, error) {
 // retries, waits or drops.
 func (r *Ring) write(p []byte) (int, error) {
 	n := len(p)
-	if n == 0 || r.closed.Load() {
+	if n == 0 || r.closed.Load() || r.sinkFailed != nil && r.sinkFailed.Load() {
 		// After Close began, no record is dropped: a drop it did not
 		// see before its final marker would go unreported.
 		return 0, r.state()
@@ -666,7 +674,7 @@ func (r *Ring) putMarker(c engine.Claim, k uint64, mlen int) {
 // state returns the error a call would get now: the sticky error, ErrClosed
 // or nil.
 func (r *Ring) state() error {
-	if err := r.e.Err(); err != nil {
+	if err := r.Err(); err != nil {
 		return err
 	}
 	if r.closed.Load() {
@@ -769,6 +777,12 @@ func (r *Ring) CloseContext(ctx context.Context) error {
 		if cerr := r.sink.close(); err == nil {
 			err = cerr
 		}
+		if err == nil {
+			// A rotated file's fdatasync that failed after the
+			// flusher's last call to the sink: the closer has stopped,
+			// so every such failure is in.
+			err = r.Err()
+		}
 		if r.lock != nil {
 			// After the sink's last write and sync: no other writer
 			// can open the file before this one is done with it.
@@ -853,8 +867,17 @@ func (r *Ring) Reopen() error {
 func (r *Ring) MaxRecord() int { return r.e.MaxClaim() }
 
 // Err returns the sticky error that stopped the Ring (a failed file write or
-// fdatasync, or an io.Writer sink that was given up on), or nil.
-func (r *Ring) Err() error { return r.e.Err() }
+// fdatasync, a rotated or reopened file's failed fdatasync, or an io.Writer
+// sink that was given up on), or nil.
+func (r *Ring) Err() error {
+	if err := r.e.Err(); err != nil {
+		return err
+	}
+	if r.sinkFailed != nil && r.sinkFailed.Load() {
+		return r.sink.(*rotSink).failure()
+	}
+	return nil
+}
 
 // Stats returns a snapshot of the Ring's counters. It is cheap (a few
 // atomic loads) and safe at any time, including after Close.

@@ -283,8 +283,13 @@ type rotSink struct {
 	closedN  uint64
 	closeErr error
 	// closeFailed is set once closeErr is: Write then fails the Ring with
-	// it, as a failed fdatasync of the current file does.
+	// it, as a failed fdatasync of the current file does, and every call
+	// of the Ring's returns it (Ring.sinkFailed). Producers read it on
+	// every Write, so it has a cache line of its own: cmu, above, is
+	// taken on every Sync.
+	_           [64]byte
 	closeFailed atomic.Bool
+	_           [63]byte
 }
 
 // rotated is a file the flusher has rotated away from.
@@ -684,6 +689,13 @@ func (s *rotSink) Sync() error {
 		return err
 	}
 	return s.awaitClosed(gen)
+}
+
+// failure returns the closer's first error, or nil.
+func (s *rotSink) failure() error {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	return s.closeErr
 }
 
 // awaitClosed waits until the closer has handled the first gen files
