@@ -21,12 +21,26 @@ import (
 // stream, and the resumed run delivers every record from each group's
 // checkpoint on exactly once, with no record that was never published.
 // (Records below a group's checkpoint were acked before it was written.)
+//
+// A kill after a delay is timed from the first ack line, not from the
+// start: under -race a start can take longer than any delay drawn, and
+// kills that all land in start-ups check nothing. Each trial reports the
+// records the resumed run found, and the test fails unless every kill
+// landed after records were confirmed.
 func TestBrokerKill(t *testing.T) {
 	trials := 20
 	if testing.Short() {
 		trials = 5
 	}
 	rng := killRNG(t, 0x62726f6b)
+	var worked int
+	var found []uint64
+	defer func() {
+		t.Logf("records in the store after each kill: %v", found)
+		if !t.Failed() && worked < trials {
+			t.Errorf("only %d of %d broker runs were killed after confirming a record: the others died starting up", worked, trials)
+		}
+	}()
 	modes := [][]string{
 		{"--mode", "streams", "--streams", "3", "--publishers", "4", "--consumers", "6", "--sync", "batch"},
 		{"--mode", "queue", "--publishers", "3", "--consumers", "4", "--sync", "always"},
@@ -44,11 +58,20 @@ func TestBrokerKill(t *testing.T) {
 		} else {
 			k.acks = 1 + rng.IntN(60)
 		}
-		t.Run(fmt.Sprintf("trial=%d/%s/%v", i, args[1], k), func(t *testing.T) { brokerKillTrial(t, k, args) })
+		t.Run(fmt.Sprintf("trial=%d/%s/%v", i, args[1], k), func(t *testing.T) {
+			confirmed, n := brokerKillTrial(t, k, args)
+			found = append(found, n)
+			if confirmed {
+				worked++
+			}
+		})
 	}
 }
 
-func brokerKillTrial(t *testing.T, k killAt, args []string) {
+// brokerKillTrial runs one TestBrokerKill trial. It returns whether the
+// killed run had confirmed a record, and how many records the resumed run
+// found in the store.
+func brokerKillTrial(t *testing.T, k killAt, args []string) (confirmed bool, found uint64) {
 	dir := filepath.Join(t.TempDir(), "b")
 	cmd := exec.Command(cliPath, append([]string{"broker", "--dir", dir, "--acks", "--duration", "1m", "--size", "64"}, args...)...)
 	cmd.Env = cliEnv()
@@ -66,6 +89,7 @@ func brokerKillTrial(t *testing.T, k killAt, args []string) {
 		acked    = map[int]uint64{} // stream index -> confirmed seq
 		lines    int
 		badLine  string
+		need     = max(k.acks, 1) // a kill after a delay waits for one
 		enough   = make(chan struct{})
 		readDone = make(chan struct{})
 	)
@@ -90,21 +114,18 @@ func brokerKillTrial(t *testing.T, k killAt, args []string) {
 				acked[si] = seq
 			}
 			lines++
-			if lines == k.acks {
+			if lines == need {
 				close(enough)
 			}
 			mu.Unlock()
 		}
 	}()
-	if k.acks > 0 {
-		select {
-		case <-enough:
-		case <-readDone:
-		case <-time.After(30 * time.Second):
-			t.Errorf("no %d ack lines after 30s", k.acks)
-		}
-	} else {
+	select {
+	case <-enough:
 		time.Sleep(k.after)
+	case <-readDone:
+	case <-time.After(30 * time.Second):
+		t.Errorf("no %d ack lines after 30s", need)
 	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -123,7 +144,7 @@ func brokerKillTrial(t *testing.T, k killAt, args []string) {
 
 	r := cli(t, "broker", "--dir", dir, "--resume", "--records", "900", "--json")
 	if r.code != exitOK && len(acked) == 0 && strings.Contains(r.stderr, "no broker run to resume") {
-		return // killed before it wrote its workload down: nothing was confirmed
+		return false, 0 // killed before it wrote its workload down: nothing was confirmed
 	}
 	expect(t, r, exitOK, "verified")
 	lastLine := r.stdout[strings.LastIndexByte(strings.TrimSpace(r.stdout), '\n')+1:]
@@ -144,4 +165,8 @@ func brokerKillTrial(t *testing.T, k killAt, args []string) {
 		from = append(from, fmt.Sprintf("%s@%d", g, f))
 	}
 	t.Logf("killed after %d ack lines, confirmed %v; resumed at %v, groups from %s", lines, acked, res.ResumedNext, strings.Join(from, " "))
+	for _, next := range res.ResumedNext {
+		found += next - 1
+	}
+	return len(acked) > 0, found
 }

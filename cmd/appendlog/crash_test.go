@@ -29,12 +29,26 @@ import (
 // one writer, whose waits write and sync on its own goroutine (the wal's
 // inline sync); the others have _killWriters, whose waits group-commit on
 // the flusher.
+//
+// A kill after a delay is timed from the first ack line, not from the
+// start: under -race a start can take longer than any delay drawn, and
+// kills that all land in start-ups check nothing. Each trial reports what
+// the killed load had made durable, and the test fails unless every kill
+// landed after records were acknowledged.
 func TestKill(t *testing.T) {
 	trials := 20
 	if testing.Short() {
 		trials = 5
 	}
 	rng := killRNG(t, 0x6b696c6c)
+	var worked int
+	var durable []uint64
+	defer func() {
+		t.Logf("records durable when each load was killed: %v", durable)
+		if !t.Failed() && worked < trials {
+			t.Errorf("only %d of %d loads were killed after acknowledging a record: the others died starting up", worked, trials)
+		}
+	}()
 	for i := range trials {
 		var k killAt
 		if rng.IntN(2) == 0 {
@@ -46,7 +60,13 @@ func TestKill(t *testing.T) {
 		if i%3 == 2 {
 			writers = 1
 		}
-		t.Run(fmt.Sprintf("trial=%d/writers=%d/%v", i, writers, k), func(t *testing.T) { killTrial(t, k, writers) })
+		t.Run(fmt.Sprintf("trial=%d/writers=%d/%v", i, writers, k), func(t *testing.T) {
+			acked := killTrial(t, k, writers)
+			durable = append(durable, acked)
+			if acked > 0 {
+				worked++
+			}
+		})
 	}
 }
 
@@ -64,7 +84,8 @@ func killRNG(t *testing.T, stream uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, stream))
 }
 
-// killAt says when to kill: after a delay, or after a number of ack lines.
+// killAt says when to kill: after a number of ack lines, or a delay after
+// the first one.
 type killAt struct {
 	after time.Duration
 	acks  int
@@ -81,7 +102,9 @@ func (k killAt) String() string {
 // appended after the kill are writer _killWriters's.
 const _killWriters = 8
 
-func killTrial(t *testing.T, k killAt, writers int) {
+// killTrial runs one TestKill trial and returns the last sequence number
+// the killed load acknowledged as durable (0: none, it died starting up).
+func killTrial(t *testing.T, k killAt, writers int) uint64 {
 	dir := filepath.Join(t.TempDir(), "log")
 	mkdir(t, dir)
 	cmd := exec.Command(cliPath, "load", "--acks", "--sync", "always", "--writers", strconv.Itoa(writers),
@@ -98,12 +121,14 @@ func killTrial(t *testing.T, k killAt, writers int) {
 	}
 
 	// Read acks live. Every complete line was printed before the kill,
-	// so every one of them is a promise the log must keep.
+	// so every one of them is a promise the log must keep. A kill after a
+	// delay waits for the first one: the load is appending by then.
 	var (
 		mu       sync.Mutex
 		durable  uint64
 		lines    int
 		badLine  string
+		need     = max(k.acks, 1)
 		enough   = make(chan struct{})
 		readDone = make(chan struct{})
 	)
@@ -121,22 +146,19 @@ func killTrial(t *testing.T, k killAt, writers int) {
 				durable = n
 			}
 			lines++
-			if lines == k.acks {
+			if lines == need {
 				close(enough)
 			}
 			mu.Unlock()
 		}
 	}()
 
-	if k.acks > 0 {
-		select {
-		case <-enough:
-		case <-readDone:
-		case <-time.After(30 * time.Second):
-			t.Errorf("no %d ack lines after 30s", k.acks)
-		}
-	} else {
+	select {
+	case <-enough:
 		time.Sleep(k.after)
+	case <-readDone:
+	case <-time.After(30 * time.Second):
+		t.Errorf("no %d ack lines after 30s", need)
 	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -189,6 +211,7 @@ func killTrial(t *testing.T, k killAt, writers int) {
 		t.Fatalf("after reopen and 100 appends the log ends at seq %d, want %d", got, last+100)
 	}
 	expect(t, cli(t, "verify", "--payloads", dir), exitOK, fmt.Sprintf("%d records", last+100))
+	return acked
 }
 
 // checkKilledLog reads the whole log in dir and checks that it holds
