@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/bits"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -174,6 +175,12 @@ type Group struct {
 	// closing is set, under mu, when the first close begins: read without
 	// mu by Stream.Group, which holds the stream's lock (mu comes first).
 	closing atomic.Bool
+	// acking counts the Acks in progress: each adds itself, then looks at
+	// closing; close sets closing, then waits for acking to drop to zero
+	// before the cursor writes its last checkpoint. So an Ack either sees
+	// the close and returns ErrClosed, or its ack is in the cursor before
+	// that checkpoint is taken: an Ack that returned nil is never lost.
+	acking atomic.Int32
 
 	redelivered, acked, nacked, dead, skipped atomic.Uint64
 }
@@ -777,33 +784,39 @@ func (g *Group) ackSlot(sl *slot, seq uint64) (bool, error) {
 // by this group, and the committed position moves past it once every
 // record below it is acked. Acks may come in any order and more than once.
 // It does no I/O and does not allocate. A record not delivered by this
-// group is ErrNotDelivered. After Close the ack cannot be recorded and is
-// ErrClosed (the group opened next delivers the record again), except for
-// a record below the committed position, acked already; a record acked
-// before Close above that position is ErrClosed too, as it comes again
-// all the same. An ack of any delivery of the record acks it: a member
+// group is ErrNotDelivered. An Ack that returns nil counts, even one
+// racing Close: the close's last checkpoint includes it. Once Close has
+// begun the ack cannot be recorded and is ErrClosed (the group opened
+// next delivers the record again), except for a record below the
+// committed position, acked already; a record acked before Close above
+// that position is ErrClosed too, as it comes again all the same. An ack of any delivery of the record acks it: a member
 // whose delivery expired and went to another member may still ack what
 // it processed.
 func (g *Group) Ack(seq uint64) error {
 	if seq < g.c.Committed() {
 		return nil
 	}
+	// Counted in progress before closing is read (see acking): a close
+	// that began already refuses the ack, one that begins from here on
+	// waits for it.
+	g.acking.Add(1)
+	if g.closing.Load() {
+		g.acking.Add(-1)
+		// The group opened after it delivers seq again, even if an Ack
+		// before the close took it: it was above the committed position.
+		return g.closedErr(nil)
+	}
 	sl := &g.slots[seq&g.mask]
 	if sl.seq.Load() != seq {
-		if err := g.closedErr(nil); err != nil {
-			return err
-		}
+		g.acking.Add(-1)
 		return fmt.Errorf("%w: group %q: record %d", ErrNotDelivered, g.name, seq)
 	}
+	// A slot acked already was acked by an Ack that reached the cursor,
+	// or that is in progress and that a close waits for.
 	acked, err := g.ackSlot(sl, seq)
-	if err == nil && !acked && g.closing.Load() {
-		// Acked in its slot already, perhaps by an Ack that the close
-		// refused: the cursor may never have had it.
-		err = wal.ErrClosed
-	}
+	g.acking.Add(-1)
 	if err != nil {
-		// The group was closed: its last checkpoint is written, and the
-		// group opened after it delivers seq again.
+		// The cursor was closed under the group, its log with it.
 		return g.closedErr(err)
 	}
 	if acked {
@@ -1102,6 +1115,12 @@ func (g *Group) close(why error) error {
 	g.pass.Unlock()
 	if !calling {
 		<-g.done
+	}
+	// Let the Acks that saw the group open reach the cursor before its
+	// last checkpoint; those that come now see closing and are refused.
+	// None waits for anything, so this is short.
+	for g.acking.Load() != 0 {
+		runtime.Gosched()
 	}
 	err := g.c.Close()
 	if errors.Is(err, wal.ErrClosed) {
