@@ -184,9 +184,10 @@ verifies everything from each group's checkpoint to the end. With --acks,
 "durable <stream> <seq>" lines on stdout confirm records as each stream's
 durable position advances.
 
-The publish time runs from the start to the last publish returning (and,
-for batch and always, its confirm); the consume time to the last record
-acked. With --backlog the consumers start only when publishing has ended,
+The publish time runs from the start to the last publish returning and
+its record reaching the OS: for batch and always, its confirm; for never,
+the store's buffers handed to the OS. The consume time runs to the last
+record acked. With --backlog the consumers start only when publishing has ended,
 and the consume time runs from then: the rate at which groups drain a
 backlog. With --json a JSON object is the last line of stdout, also when
 the run cannot start (then with "error", and verified false; the message is
@@ -403,6 +404,10 @@ type brokerRun struct {
 
 	lifeStart int64     // Unix ns: messages stamped earlier are the previous run's
 	epoch     time.Time // when lifeStart was read; see stamp
+
+	// atPublishEnd, if set, is called as the publish clock stops: a test
+	// seam.
+	atPublishEnd func()
 
 	mu       sync.Mutex
 	problems []string                // Protected by mu.
@@ -737,17 +742,26 @@ func (b *brokerRun) run(ctx context.Context) error {
 		timer.Stop()
 	}
 	// Confirm the last record of every stream: the publish time includes
-	// making it durable.
-	if sp.Sync != "never" {
-		for i, s := range b.streams {
-			if next := s.NextSeq(); next > b.startNext[i] {
-				if err := s.WaitDurable(runCtx, next-1); err != nil && runCtx.Err() == nil {
-					cancel(fmt.Errorf("confirm stream %s: %w", s.Name(), err))
-				}
+	// making it durable, or without syncs handing it to the OS.
+	for i, s := range b.streams {
+		next := s.NextSeq()
+		if next <= b.startNext[i] {
+			continue
+		}
+		if sp.Sync != "never" {
+			if err := s.WaitDurable(runCtx, next-1); err != nil && runCtx.Err() == nil {
+				cancel(fmt.Errorf("confirm stream %s: %w", s.Name(), err))
 			}
+			continue
+		}
+		if err := flushStream(s, next-1); err != nil {
+			cancel(fmt.Errorf("flush stream %s: %w", s.Name(), err))
 		}
 	}
 	pubTime := time.Since(start)
+	if b.atPublishEnd != nil {
+		b.atPublishEnd()
+	}
 	consStart := start
 	if b.f.backlog {
 		consStart = time.Now()
@@ -801,6 +815,15 @@ func (b *brokerRun) run(ctx context.Context) error {
 		err = errInterrupted
 	}
 	return errors.Join(err, closeErr)
+}
+
+// flushStream returns once record last of s, and with it every record
+// before it, was handed to the OS. The stream has no Flush; it reads the
+// record instead: a stream's reader sees a record only once the log's
+// flusher wrote it, and a waiting reader makes the flusher write at once
+// rather than after its flush interval.
+func flushStream(s *stream.Stream, last uint64) error {
+	return s.Scan(last, func(uint64, []byte) error { return nil })
 }
 
 // publish runs publisher p: round robin over its lanes until each has
