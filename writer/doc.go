@@ -54,9 +54,21 @@
 // place.
 // Backups are then gzipped (Compress) and the oldest deleted (MaxBackups,
 // MaxAge, MaxTotalBytes). Backups are regular files: a directory or a
-// symbolic link under a backup's name is left alone. The bytes a file holds when OpenFile opens it
-// count toward MaxBytes; a file already at MaxBytes (or within 4 KiB of
-// it) is rotated first.
+// symbolic link under a backup's name is left alone. The bytes a file
+// holds when OpenFile opens it count toward MaxBytes; a file already at
+// MaxBytes (or within 4 KiB of it) is rotated first.
+//
+// A log path that is a symbolic link (/var/log/app.log pointing to
+// /data/log/app.log) is followed once, when OpenFile opens it: the file it
+// names is the one that rotates, in its own directory (the backups, their
+// compressed copies and each next file go there, on the file's file
+// system), and the link stays as it was, naming the live file. Renaming
+// the link instead (as lumberjack does) would make a backup that is a
+// link, never compressed or pruned, to a file no rotation touches again;
+// logrotate refuses links. Rotations and Reopen go on with the file found
+// at OpenFile: a link pointed elsewhere later counts from the next
+// OpenFile. Errors name the file, not the link. Without Rotate a link is
+// followed as open(2) follows it, at OpenFile and at each Reopen.
 //
 // A file is cut only between two records. The mechanism keeps the
 // producer's path lock-free: a record's claim position is its byte offset

@@ -405,8 +405,10 @@ func NewRing(w io.Writer, opts *RingOptions) (*Ring, error) {
 // processes writing one log.
 //
 // With opts.Rotate the Ring rotates the file itself (see Rotate and the
-// package doc); without Direct, Ring.Reopen reopens it after logrotate
-// renamed it. The Ring refuses to write on after another program
+// package doc); a symbolic link at path is then followed once, here: the
+// file it names rotates, in that file's directory, and the link is left
+// naming the live file. Without Direct, Ring.Reopen reopens the file after
+// logrotate renamed it. The Ring refuses to write on after another program
 // truncated the file (ErrTruncated).
 //
 // With opts.Direct the file is written with O_DIRECT in whole 4 KiB blocks

@@ -322,6 +322,15 @@ func openRotSink(path string, o *RingOptions, m *marks, maxClaim int) (*rotSink,
 	}
 	s.ccond = sync.NewCond(&s.cmu)
 	if m != nil {
+		// Rotation renames the file and creates the next one at its
+		// path: a link there is followed once, now, so that it is the
+		// file that rotates, in its own directory, and the link goes on
+		// naming the live log.
+		p, err := followLinks(path)
+		if err != nil {
+			return nil, err
+		}
+		path, s.path = p, p
 		// Rotation renames the file and deletes old ones beside it: never
 		// a device's.
 		if st, err := s.fsys.Stat(path); err == nil && !st.Mode().IsRegular() {
@@ -363,6 +372,53 @@ func openRotSink(path string, o *RingOptions, m *marks, maxClaim int) (*rotSink,
 	s.cutMark = s.markAfter(0)
 	s.janitor.push("") // compress backups left uncompressed, and prune
 	return s, nil
+}
+
+// _maxLinks bounds the symbolic links followLinks follows, as the kernel
+// bounds those it follows in one path (MAXSYMLINKS on Linux).
+const _maxLinks = 40
+
+// followLinks returns the path of the file that path names, following the
+// symbolic links at its last element (a chain of them, each target read
+// relative to its link's directory), with the directory resolved to the
+// one the file is in; a path that is not a link is returned as it is. A
+// link to a file that does not exist yet gives that file's path, where
+// OpenFile then creates it, as open(2) through the link would. It asks the
+// operating system's file system: a vfs.FS has no links.
+func followLinks(path string) (string, error) {
+	p := path
+	for n := 0; ; n++ {
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			break // missing (created at p) or not a link; OpenFile reports any other error
+		}
+		if n == _maxLinks {
+			return "", fmt.Errorf("writer: open %s: more than %d symbolic links", path, _maxLinks)
+		}
+		t, err := os.Readlink(p)
+		if err != nil {
+			return "", fmt.Errorf("writer: open %s: %w", path, err)
+		}
+		if !filepath.IsAbs(t) {
+			// Not cleaned: ".." after a directory that is itself a link
+			// leads where the kernel says, not where the text does.
+			dir, _ := filepath.Split(p)
+			t = dir + t
+		}
+		p = t
+	}
+	if p == path {
+		return path, nil
+	}
+	dir, base := filepath.Split(p)
+	if dir == "" {
+		dir = "."
+	}
+	rdir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("writer: open %s: a symbolic link to %s: %w", path, p, err)
+	}
+	return filepath.Join(rdir, base), nil
 }
 
 // markAfter returns the first mark at least MaxBytes - 4 KiB past a file
