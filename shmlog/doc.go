@@ -143,9 +143,13 @@
 //     the snapshot read them), every claim below T by a live process has
 //     written its W, so the zero words from o up to the next non-zero word
 //     below min(T, C) belong to dead claimers: CAS W at o from 0 to one
-//     padding frame over that range. The word at o+8 may hold o's position
-//     instead of zero: whoever pads (step 4, a reader, a recovering Open)
-//     stores seq before W, and may have been killed between the two.
+//     padding frame over that range, or, if the range is longer than a
+//     frame can be (frame.MaxPayload+16 bytes, as with files of more than
+//     1 GiB of data), to the first of several, each CASed from 0 in turn
+//     where the one before ends (a recovering Open pads so too). The
+//     word at o+8 may hold o's position instead of zero: whoever pads
+//     (step 4, a reader, a recovering Open) stores seq before W, and may
+//     have been killed between the two.
 //     left ≥ E is not enough: a process's goroutines leave in any order,
 //     so claims entered after the snapshot could stand in for a stalled
 //     one below T, and the padding would cover a live claim whose header

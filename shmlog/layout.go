@@ -286,6 +286,29 @@ func paddingWord(n uint64, pos uint64) uint64 {
 	return (_kindPadding<<30|n)<<32 | uint64(crc)
 }
 
+// _maxPadFrame is the largest padding frame: its body length, like any
+// frame's, must fit in the 30 bits of the header's length field
+// (frame.MaxPayload), and the frame is a multiple of 8 bytes.
+const _maxPadFrame = (frame.HeaderSize + frame.MaxPayload) &^ (_align - 1)
+
+// padFrame returns the size of the first padding frame over a run of r
+// dead bytes (a multiple of 8, at least a frame header): the whole run if
+// one frame's length can say it, else the largest frame that leaves at
+// least a frame header for the next. A run longer than one frame can be
+// is padded with several: with files of more than 1 GiB of data, dead
+// claims next to each other, or one of the largest record, run past
+// frame.MaxPayload+16 bytes, and a longer length would spill into the
+// kind bits of the header word.
+func padFrame(r uint64) uint64 {
+	switch {
+	case r-frame.HeaderSize <= frame.MaxPayload:
+		return r
+	case r-_maxPadFrame < frame.HeaderSize:
+		return _maxPadFrame - _align
+	}
+	return _maxPadFrame
+}
+
 // recordWord returns the first header word of a committed record at pos
 // with payload p.
 func recordWord(p []byte, pos uint64) uint64 {

@@ -267,8 +267,6 @@ func (r *Reader) stalled(w uint64) (bool, error) {
 		return false, nil
 	}
 	at := _hdrSize + int(r.off)
-	hw := sys.Uint64At(r.f.m, at)
-	var n uint64
 	if w == 0 {
 		if !r.claims.valid || r.claims.pos != pos {
 			r.hdr.snap(&r.claims, pos, r.f.tail)
@@ -284,18 +282,33 @@ func (r *Reader) stalled(w uint64) (bool, error) {
 		if x-r.off < frame.HeaderSize {
 			return false, corrupt(r.f.name, int64(at), fmt.Errorf("%w: %d-byte hole", ErrFrame, x-r.off))
 		}
-		n = x - r.off - frame.HeaderSize
-	} else {
-		if !r.hdr.ownerGone(w, pos, r.alive) && (r.o.LiveTimeout == 0 || waited < r.o.LiveTimeout) {
-			return false, nil
+		// One padding frame, or several if the run is longer than a frame
+		// can be. Each starts where the one before ends, and is CASed from
+		// 0: if another reader padded there first, its frames stand and
+		// this one stops.
+		for o := r.off; o < x; {
+			size := padFrame(x - o)
+			p := r.f.idx<<32 | o
+			at := _hdrSize + int(o)
+			putSeq(r.f.m[at+8:], p)
+			if !sys.Uint64At(r.f.m, at).CompareAndSwap(0, paddingWord(size-frame.HeaderSize, p)) {
+				break
+			}
+			r.padded++
+			r.hdr.padded().Add(1)
+			o += size
 		}
-		n = (w >> 32) & _lenMask
-		if r.off+frameSize(int(n)) > r.capacity {
-			return false, corrupt(r.f.name, int64(at), fmt.Errorf("%w: in-progress frame of %d bytes runs past the end of the file", ErrFrame, n))
-		}
+		return true, nil
 	}
-	binary.LittleEndian.PutUint64(r.f.m[at+8:], pos)
-	if hw.CompareAndSwap(w, paddingWord(n, pos)) {
+	if !r.hdr.ownerGone(w, pos, r.alive) && (r.o.LiveTimeout == 0 || waited < r.o.LiveTimeout) {
+		return false, nil
+	}
+	n := (w >> 32) & _lenMask
+	if r.off+frameSize(int(n)) > r.capacity {
+		return false, corrupt(r.f.name, int64(at), fmt.Errorf("%w: in-progress frame of %d bytes runs past the end of the file", ErrFrame, n))
+	}
+	putSeq(r.f.m[at+8:], pos)
+	if sys.Uint64At(r.f.m, at).CompareAndSwap(w, paddingWord(n, pos)) {
 		r.padded++
 		r.hdr.padded().Add(1)
 	}

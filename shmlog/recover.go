@@ -57,9 +57,12 @@ scan:
 				damage(off, "%d-byte hole", x-off)
 				break
 			}
-			padOver(f, off, 0, x-off-frame.HeaderSize)
-			rec.Padded++
-			off = x
+			for off < x {
+				size := padFrame(x - off)
+				padOver(f, off, 0, size-frame.HeaderSize)
+				rec.Padded++
+				off += size
+			}
 			continue
 		}
 		n := (w >> 32) & _lenMask
