@@ -492,7 +492,12 @@ func (st *Store) Stream(name string) (*Stream, error) {
 // all its records and group positions, whole: a crash leaves it whole or
 // absent. Calls on a *Stream or *Group of it return ErrNotFound after.
 // A stream whose directory was removed outside the store is only
-// forgotten.
+// forgotten. A Delete that fails says whether the stream was deleted: if
+// its directory could not be renamed out of the way, the stream is still
+// there, listed and usable (the groups open on it were closed and return
+// ErrClosed; each may be opened again); once it was, the stream is gone,
+// and the error says what is left to happen (a sync, or removing its
+// files, which the store's next Open finishes).
 func (st *Store) Delete(name string) error {
 	if err := checkName("stream", name); err != nil {
 		return err
@@ -519,18 +524,24 @@ func (st *Store) Delete(name string) error {
 			st.count.Add(-1)
 			return nil
 		}
-		return fmt.Errorf("stream: delete %q: %w", name, errors.Join(err, closeErr))
+		// Still there, whole: it stays listed, and usable again.
+		if uerr := s.unshut(closeErr); uerr != nil {
+			return fmt.Errorf("stream: delete %q: not deleted, %s is still there, but %w; the rename failed: %w", name, s.dir, uerr, err)
+		}
+		return fmt.Errorf("stream: delete %q: not deleted, %s is still there and usable (the groups open on it were closed): %w", name, s.dir, errors.Join(err, closeErr))
 	}
 	delete(st.mu.streams, name)
 	st.count.Add(-1)
+	// From here on the stream is gone from this Store; what fails is
+	// only whether the deletion is durable, or its records' space freed.
 	if err := fsys.SyncDir(sdir); err != nil {
-		return fmt.Errorf("stream: delete %q: sync %s: %w", name, sdir, err)
+		return fmt.Errorf("stream: delete %q: deleted (%s renamed to %s), but a crash may bring it back: sync %s: %w", name, s.dir, gone, sdir, err)
 	}
 	if err := removeAll(fsys, gone); err != nil {
-		return fmt.Errorf("stream: delete %q: remove %s: %w", name, gone, err)
+		return fmt.Errorf("stream: delete %q: deleted (%s renamed to %s), but its files are left until the store is next opened: remove %s: %w", name, s.dir, gone, gone, err)
 	}
 	if err := fsys.SyncDir(sdir); err != nil {
-		return fmt.Errorf("stream: delete %q: sync %s: %w", name, sdir, err)
+		return fmt.Errorf("stream: delete %q: deleted (%s renamed to %s and removed), but a crash may leave its files until the store is next opened: sync %s: %w", name, s.dir, gone, sdir, err)
 	}
 	// The records are gone; an error closing the log does not matter.
 	return nil

@@ -397,6 +397,39 @@ func (s *Stream) shut(why error) error {
 	return errors.Join(errs...)
 }
 
+// unshut makes usable again a stream that shut(errDeleted) closed for a
+// Delete that then failed, its directory still in place: its log opens
+// again on next use. The groups shut closed stay closed, and say that a
+// Delete that failed closed them; each opens again. closeErr is shut's:
+// a log that failed to close stays failed, as an idle one does (see
+// closeIdle), and unshut returns why, as it does the error of a stream
+// that had failed before the Delete (which shut left as it was).
+func (s *Stream) unshut(closeErr error) error {
+	s.mu.Lock()
+	if err := s.mu.err; err != errDeleted {
+		s.mu.Unlock()
+		return err // failed or shut before the Delete, and still so
+	}
+	s.mu.err = nil
+	if closeErr != nil {
+		s.mu.err = fmt.Errorf("closing its log for a Delete failed, records may be lost: %w", closeErr)
+	}
+	err := s.mu.err
+	groups := make([]*Group, 0, len(s.mu.groups))
+	for _, g := range s.mu.groups {
+		groups = append(groups, g)
+	}
+	s.mu.Unlock()
+	// Under each group's mu, without the stream's: a group holding its mu
+	// takes the stream's (mapErr).
+	for _, g := range groups {
+		g.mu.Lock()
+		g.mu.closed = fmt.Errorf("stream %q: group %q: %w by a Delete of the stream that failed; the stream is still there: open the group again", s.name, g.name, ErrClosed)
+		g.mu.Unlock()
+	}
+	return err
+}
+
 // StreamStats is a snapshot of a stream's counters.
 type StreamStats struct {
 	// FirstSeq is the first record the stream holds, NextSeq the one the
