@@ -67,12 +67,12 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 	if testing.Short() {
 		trials = 10
 	}
-	var torn, ackedTotal, cutTotal int
+	var torn, ackedTotal, cutTotal, inFlight int
 	var inline uint64 // syncs a lone waiter ran on its own goroutine
 	defer func() {
-		t.Logf("%d trials: %d durable acks checked, %d torn tails cut (%d bytes), %d inline syncs", trials, ackedTotal, torn, cutTotal, inline)
-		if !t.Failed() && (torn == 0 || ackedTotal == 0 || inline == 0) {
-			t.Errorf("the crash trials exercised nothing: %d torn tails, %d acks, %d inline syncs", torn, ackedTotal, inline)
+		t.Logf("%d trials: %d durable acks checked, %d cuts with unsynced bytes, %d torn tails cut (%d bytes), %d inline syncs", trials, ackedTotal, inFlight, torn, cutTotal, inline)
+		if !t.Failed() && (torn == 0 || inFlight < trials/2 || inline == 0) {
+			t.Errorf("the crash trials exercised too little: %d torn tails, %d of %d cuts with unsynced bytes (want %d), %d inline syncs", torn, inFlight, trials, trials/2, inline)
 		}
 	}()
 	for trial := range trials {
@@ -80,11 +80,23 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(trial), 99))
 			fsys := vfs.NewMem()
 			// Slow fsyncs keep written-but-unsynced bytes in flight when the
-			// power is cut, as on a real disk.
+			// power is cut, as on a real disk. pending counts, per file, the
+			// bytes written since the last fsync of it began (a write racing
+			// an fsync counts as pending).
 			syncDelay := time.Duration(rng.IntN(2000)) * time.Microsecond
+			var pmu sync.Mutex
+			pending := map[string]int{}
 			slow := vfs.WithFaults(fsys, func(op vfs.Op, name string, off int64, n int) (int, error) {
-				if op == vfs.OpSync {
+				switch op {
+				case vfs.OpSync:
 					time.Sleep(syncDelay)
+					pmu.Lock()
+					delete(pending, name)
+					pmu.Unlock()
+				case vfs.OpWrite:
+					pmu.Lock()
+					pending[name] += n
+					pmu.Unlock()
 				}
 				return n, nil
 			})
@@ -104,6 +116,8 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 			var mu sync.Mutex
 			var acks []ack
 			var wg sync.WaitGroup
+			working := make(chan struct{}) // closed at the first ack
+			var once sync.Once
 			// One writer waits alone for each record, and syncs it on its
 			// own goroutine (engine.SyncInline); eight share group commits.
 			writers := 8
@@ -125,15 +139,36 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 							mu.Lock()
 							acks = append(acks, ack{seq, g, i})
 							mu.Unlock()
+							once.Do(func() { close(working) })
 						}
 					}
 				})
 			}
-			time.Sleep(time.Duration(1+rng.IntN(30)) * time.Millisecond)
+			// The cut comes a random time after the first durable ack, so
+			// that every trial has acks to check, with appends and syncs
+			// going on.
+			select {
+			case <-working:
+			case <-time.After(10 * time.Second):
+				fsys.Crash(nil) // stops the writers
+				wg.Wait()
+				l.Close()
+				t.Fatal("no durable ack in 10s")
+			}
+			time.Sleep(time.Duration(rng.IntN(30_000)) * time.Microsecond)
 			mu.Lock()
 			acked := append([]ack(nil), acks...) // acknowledged before the cut
 			mu.Unlock()
+			pmu.Lock()
+			unsynced := 0
+			for _, n := range pending {
+				unsynced += n
+			}
 			crashed := fsys.Crash(rng)
+			pmu.Unlock()
+			if unsynced > 0 {
+				inFlight++
+			}
 			wg.Wait()
 			inline += l.Stats().InlineSyncs
 			if err := l.Close(); err == nil {
