@@ -178,6 +178,11 @@ func crashChild(spec string) {
 // documents (O_DIRECT: the rest of the last 4 KiB block; Mmap: the rest of
 // the last chunk), and no hole anywhere else.
 //
+// Each kill must hit a child at work: one that has acknowledged records,
+// whose file grew after the last acknowledgement read, and that was alive
+// until the kill (see runCrashChild). Only such kills count, and each kind
+// needs _crashTrials of them.
+//
 // A kill leaves the page cache intact, so this checks what each writer
 // handed to the OS and when it acknowledged, not the disk's durability;
 // the power-cut model (TestPowerCutKeepsEverySyncedRecord) checks that.
@@ -185,23 +190,70 @@ func TestKillKeepsEverySyncedRecord(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
 	for _, k := range crashKinds() {
 		t.Run(k.name, func(t *testing.T) {
-			for trial := range 4 {
+			hits := 0
+			for trial := 0; hits < _crashTrials; trial++ {
+				if trial == _crashMaxTrials {
+					t.Fatalf("%d of %d kills hit a child at work, want %d", hits, trial, _crashTrials)
+				}
 				path := filepath.Join(t.TempDir(), fmt.Sprintf("crash-%d.log", trial))
 				acks := 3 + rng.IntN(10)
 				pause := time.Duration(rng.IntN(3000)) * time.Microsecond
-				acked := runCrashChild(t, k.name, path, acks, pause)
+				run := runCrashChild(t, k.name, path, acks, pause, fileSize(path))
 				data := readFile(t, path)
-				got := verifyCrashed(t, data, k.tail, acked)
-				t.Logf("trial %d: killed %v after ack %d: %d bytes, %d records, acked %v", trial, pause, acks, len(data), got, acked)
+				got := verifyCrashed(t, data, k.tail, run.acked)
+				if run.working {
+					hits++
+				}
+				t.Logf("trial %d: %d bytes at ack %d, then grew (working: %v), killed %v later: %d bytes, %d records (%d acked: %v)",
+					trial, run.before, acks, run.working, pause, run.after, got, total(run.acked), run.acked)
 			}
 		})
 	}
 }
 
+// _crashTrials is the number of kills that must hit a child at work, per
+// writer kind; _crashMaxTrials bounds the trials run to get them.
+const (
+	_crashTrials    = 4
+	_crashMaxTrials = 8
+)
+
+// _crashWorkWait bounds the wait for a crash child's progress after its
+// last acknowledgement read.
+const _crashWorkWait = 5 * time.Second
+
+// fileSize returns a progress probe for runCrashChild: the size of the
+// file at path (0 while it does not exist).
+func fileSize(path string) func() int64 {
+	return func() int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+}
+
+// crashRun is what runCrashChild saw of a child it killed.
+type crashRun struct {
+	acked []int // the counts of the last acknowledgement read
+	// before is the child's progress when the last acknowledgement was
+	// read; after, once the child was dead.
+	before, after int64
+	// working: the progress went past before while the child lived, and
+	// the kill found the child alive. The kill then hit a child at work,
+	// not one starting up (it had acknowledged records) nor one already
+	// gone.
+	working bool
+}
+
 // runCrashChild starts a crash child writing path through the writer kind
-// name, reads acks acknowledgements, waits pause, kills it and returns the
-// last acknowledged counts.
-func runCrashChild(t *testing.T, name, path string, acks int, pause time.Duration) []int {
+// name and reads acks acknowledgements. Then it waits until progress, a
+// measure of the child's work that only grows (a file's size, a count of
+// rotations), goes past its value at the last acknowledgement, waits
+// pause more and kills the child. A child that ended by itself before the
+// kill fails the test: the kill would have hit nothing.
+func runCrashChild(t *testing.T, name, path string, acks int, pause time.Duration, progress func() int64) crashRun {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), _crashChildEnv+"="+name+" "+path)
@@ -214,7 +266,7 @@ func runCrashChild(t *testing.T, name, path string, acks int, pause time.Duratio
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	acked := make([]int, _crashProducers)
+	run := crashRun{acked: make([]int, _crashProducers)}
 	sc := bufio.NewScanner(out)
 	n := 0
 	for n < acks && sc.Scan() {
@@ -224,14 +276,14 @@ func runCrashChild(t *testing.T, name, path string, acks int, pause time.Duratio
 			cmd.Wait()
 			t.Fatalf("child printed %q", sc.Text())
 		}
-		for id := range acked {
+		for id := range run.acked {
 			c, err := strconv.Atoi(f[1+id])
-			if err != nil || c < acked[id] {
+			if err != nil || c < run.acked[id] {
 				cmd.Process.Kill()
 				cmd.Wait()
-				t.Fatalf("child printed %q after %v", sc.Text(), acked)
+				t.Fatalf("child printed %q after %v", sc.Text(), run.acked)
 			}
-			acked[id] = c
+			run.acked[id] = c
 		}
 		n++
 	}
@@ -243,15 +295,30 @@ func runCrashChild(t *testing.T, name, path string, acks int, pause time.Duratio
 		}
 		t.Fatalf("child ended after %d acks: %v\n%s", n, err, stderr.Bytes())
 	}
+	run.before = progress()
+	for deadline := time.Now().Add(_crashWorkWait); time.Now().Before(deadline); {
+		if progress() > run.before {
+			run.working = true
+			break
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
 	time.Sleep(pause)
-	if err := cmd.Process.Kill(); err != nil {
+	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		t.Fatal(err)
 	}
-	cmd.Wait() // killed: the error says so
-	if total(acked) == 0 {
+	err = cmd.Wait()
+	// Killed by a signal, the only one the child gets: ExitCode is -1. A
+	// child that exited (an error, or _crashChildLife passed) was not
+	// killed at work.
+	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != -1 {
+		t.Fatalf("the child ended by itself before the kill (%v)\n%s", err, stderr.Bytes())
+	}
+	run.after = progress()
+	if total(run.acked) == 0 {
 		t.Fatalf("no record acknowledged in %d acks", acks)
 	}
-	return acked
+	return run
 }
 
 // verifyCrashed checks what a killed (or power-cut) writer left, as

@@ -455,15 +455,26 @@ func rotateCrashKind() crashKind {
 func crashRotate() *Rotate { return &Rotate{MaxBytes: 32 << 10, Compress: true} }
 
 // TestKillMidRotation kills (SIGKILL) a process writing from 4 goroutines
-// through a Ring that rotates and compresses every 32 KiB while it syncs in a loop, then opens the log again (which finishes an
-// interrupted compression) and checks the files: read oldest first, they
-// hold every record acknowledged by a Sync exactly once, whole, in
-// per-producer order, with at most one torn record at the very end.
+// through a Ring that rotates and compresses every 32 KiB while it syncs
+// in a loop, then opens the log again (which finishes an interrupted
+// compression) and checks the files: read oldest first, they hold every
+// record acknowledged by a Sync exactly once, whole, in per-producer
+// order, with at most one torn record at the very end.
+//
+// Each kill must hit a child rotating: one that rotated after the last
+// acknowledgement read (a new backup appeared) and was alive until the
+// kill. Only such kills count, and the test needs _crashTrials of them.
 func TestKillMidRotation(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	for trial := range 4 {
+	hits := 0
+	for trial := 0; hits < _crashTrials; trial++ {
+		if trial == _crashMaxTrials {
+			t.Fatalf("%d of %d kills hit a child rotating, want %d", hits, trial, _crashTrials)
+		}
 		path := filepath.Join(t.TempDir(), "app.log")
-		acked := runCrashChild(t, "ring-rotate", path, 3+rng.IntN(10), time.Duration(rng.IntN(3000))*time.Microsecond)
+		acks := 3 + rng.IntN(10)
+		pause := time.Duration(rng.IntN(3000)) * time.Microsecond
+		run := runCrashChild(t, "ring-rotate", path, acks, pause, backupCount(path))
 		r, err := OpenFile(path, &RingOptions{Rotate: crashRotate()})
 		if err != nil {
 			t.Fatal(err)
@@ -479,8 +490,32 @@ func TestKillMidRotation(t *testing.T) {
 			}
 			data = append(data, b...)
 		}
-		got := verifyCrashed(t, data, tornTail{}, acked)
-		t.Logf("trial %d: %d files, %d bytes, %d records, acked %v", trial, len(names), len(data), got, acked)
+		got := verifyCrashed(t, data, tornTail{}, run.acked)
+		if run.working {
+			hits++
+		}
+		t.Logf("trial %d: %d backups at ack %d, then a rotation (working: %v), killed %v later: %d backups; %d files, %d bytes, %d records (%d acked: %v)",
+			trial, run.before, acks, run.working, pause, run.after, len(names), len(data), got, total(run.acked), run.acked)
+	}
+}
+
+// backupCount returns a progress probe for runCrashChild: the number of
+// backups of the log at path, compressed or not (crashRotate prunes
+// none, so the count only grows).
+func backupCount(path string) func() int64 {
+	return func() int64 {
+		ents, err := os.ReadDir(filepath.Dir(path))
+		if err != nil {
+			return 0
+		}
+		seen := make(map[string]bool)
+		for _, e := range ents {
+			if _, ok := backupTime(path, e.Name(), false); ok {
+				name, _ := trimCompressed(e.Name())
+				seen[name] = true
+			}
+		}
+		return int64(len(seen))
 	}
 }
 
