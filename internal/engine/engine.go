@@ -534,6 +534,16 @@ func (e *Engine) claim(n, k int, wait bool, deadline time.Time) (Claim, error) {
 		if pos+un > r2+size {
 			// Full.
 			if !wait {
+				// A producer that never waits (TryClaim, Drop mode) kicks
+				// the flusher only from Commit, past half a ring. A claim
+				// larger than the free space of a ring less than half full
+				// is refused with no kick at all, and so would be every
+				// one like it until FlushInterval: ask for the unwritten
+				// bytes to be written, as Flush does.
+				if pos-r2 <= e.half && pos > e.written.Load() {
+					StoreMax(&e.flushReq, pos)
+					e.wake()
+				}
 				return Claim{}, errFull
 			}
 			if !deadline.IsZero() && !e.now().Before(deadline) {

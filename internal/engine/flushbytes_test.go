@@ -46,3 +46,55 @@ func testFullRingWritten(t *testing.T, flushBytes int) {
 		t.Fatal(err)
 	}
 }
+
+// TestDroppedLargeRecordFlushes: a record larger than the free space of a
+// ring less than half full is refused by TryClaim (Drop mode drops it).
+// No commit kicked the flusher (the ring is not past half), and its timer
+// waits FlushInterval (here never, on a fake clock): the refusal itself
+// must get the unwritten bytes written, or every such record is dropped
+// until the timer.
+func TestDroppedLargeRecordFlushes(t *testing.T) {
+	sink := &memSink{t: t}
+	clk := clock.NewFake(time.Unix(0, 0))
+	e, err := New(Config{Size: MinSize, BlockSize: 1024, Clock: clk}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	small := make([]byte, 2048) // more than a block: a claim of MaxClaim no longer fits
+	c, ok, err := e.TryClaim(len(small), 1)
+	if err != nil || !ok {
+		t.Fatalf("TryClaim of a small record: %v %v", ok, err)
+	}
+	e.Put(c, 0, small)
+	e.Commit(c)
+	big := make([]byte, e.MaxClaim())
+	if c, ok, err := e.TryClaim(len(big), 1); err != nil || ok {
+		if ok {
+			e.Put(c, 0, big)
+			e.Commit(c) // or Close would wait for it
+		}
+		t.Fatalf("TryClaim of %d bytes with %d unwritten in a ring of %d: ok %v, %v; want refused", len(big), len(small), MinSize, ok, err)
+	}
+	waitUntil(t, e, "the small record written after the large one was refused", func() bool { return e.Written() == uint64(len(small)) })
+	waitUntil(t, e, "room for the large record", func() bool {
+		c, ok, err := e.TryClaim(len(big), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			e.Put(c, 0, big)
+			e.Commit(c)
+		}
+		return ok
+	})
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	got := len(sink.data)
+	sink.mu.Unlock()
+	if got != len(small)+len(big) {
+		t.Fatalf("the sink holds %d bytes, want %d", got, len(small)+len(big))
+	}
+}

@@ -205,10 +205,11 @@ type plan struct {
 // FlushBytes are claimed but unwritten, when more than half the ring is
 // claimed and not released, or when the sync policy is due.
 //
-// Past half a ring is the one kick a producer that never waits (TryClaim,
-// Drop mode) gives (see Commit): a pass it starts must write, whatever
+// Past half a ring is the kick a producer that never waits (TryClaim,
+// Drop mode) gives from Commit: a pass it starts must write, whatever
 // FlushBytes is, or a full ring stays full, dropping every record, until
-// the timer.
+// the timer. A claim it is refused in a ring less than half full asks for
+// a flush instead (see claim).
 func (f *flusher) decide(fired bool) plan {
 	e, cfg := f.e, f.cfg
 	pos, _ := e.Tail()
