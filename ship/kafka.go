@@ -153,12 +153,15 @@ type KafkaOptions struct {
 // Stats are a shipper's counters.
 type Stats struct {
 	// Shipped and Bytes count the records (and their payload bytes) Kafka
-	// acknowledged.
+	// acknowledged; for a Transactional shipper, those whose transaction
+	// committed.
 	Shipped, Bytes uint64
 	// Skipped counts the records found in Kafka already at start (see the
 	// package documentation) and not sent again.
 	Skipped uint64
-	// InFlight is the number of records sent and not yet acknowledged.
+	// InFlight is the number of records sent and not yet acknowledged
+	// (for a Transactional shipper, records Kafka acknowledged wait for
+	// their transaction's commit in LagRecords, not here).
 	InFlight int64
 	// Committed is the cursor's committed position: every record below it
 	// is in Kafka. LagRecords is how many records of the log are at or
