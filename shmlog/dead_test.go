@@ -209,23 +209,38 @@ func TestStoppedWriter(t *testing.T) {
 }
 
 // TestRandomKills kills one of three appending processes at a random
-// moment, 20 times: the others finish, every record in the file is whole,
-// each writer's records are 0, 1, 2, ... with nothing missing, and the
-// killed writers' records are a prefix of what they appended.
+// point of its run, 20 times: the others finish, every record in the file
+// is whole, each writer's records are 0, 1, 2, ... with nothing missing,
+// the killed writers' records are a prefix of what they appended, and
+// every record a reader saw committed before the kill is among them.
+//
+// A kill at a random moment after start-up is no kill of a writer at work
+// if it lands before the victim's first append or after its last (under
+// the race detector a child's start-up can take longer than the moment),
+// and such a trial cannot fail. So each trial waits until a reader has
+// seen a random number of the victim's records, then kills it, and the
+// test checks that most kills landed before the victim was done. The
+// victim has more records to append than the others, so that the kill
+// lands before its last one even when the reader lags behind.
 func TestRandomKills(t *testing.T) {
-	const trials, procs, goroutines, records, size = 20, 3, 2, 2000, 64
+	const trials, procs, goroutines, records, victimRecs, size = 20, 3, 2, 2000, 20 * 2000, 64
 	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
+	midRun := 0
 	for trial := range trials {
 		path := logPath(t)
+		victim := rng.IntN(procs)
 		var cs []*started
 		for p := range procs {
-			cs = append(cs, startChild(t, job{path: path, first: p * goroutines, goroutines: goroutines, records: records, size: size, fileSize: 256 << 10, writers: procs * goroutines}))
+			j := job{path: path, first: p * goroutines, goroutines: goroutines, records: records, size: size, fileSize: 256 << 10, writers: procs * goroutines}
+			if p == victim {
+				j.records = victimRecs
+			}
+			cs = append(cs, startChild(t, j))
 		}
 		for _, c := range cs {
 			c.expect(t, "open")
 		}
-		victim := rng.IntN(procs)
-		time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond) // a random moment, not a synchronisation
+		seen := victimRecords(t, path, victim, goroutines, 1+rng.IntN(200))
 		cs[victim].kill(t)
 		for p, c := range cs {
 			if p != victim {
@@ -254,6 +269,44 @@ func TestRandomKills(t *testing.T) {
 				t.Fatalf("trial %d: survivor writer %d has %d records, want %d", trial, w, n, records)
 			}
 		}
-		t.Logf("trial %d: killed process %d with %d+%d records, %d padded", trial, victim, next[victim*goroutines], next[victim*goroutines+1], st.Padded)
+		did := next[victim*goroutines] + next[victim*goroutines+1]
+		if did < uint64(seen) {
+			t.Fatalf("trial %d: the killed process has %d records in the log, but a reader saw %d of them committed before the kill", trial, did, seen)
+		}
+		if did < goroutines*victimRecs {
+			midRun++
+		}
+		t.Logf("trial %d: killed process %d after a reader saw %d of its records; it had %d+%d, %d padded", trial, victim, seen, next[victim*goroutines], next[victim*goroutines+1], st.Padded)
 	}
+	t.Logf("%d of %d kills landed before the victim had appended all its records", midRun, trials)
+	if midRun < trials/2 {
+		t.Fatalf("only %d of %d kills landed before the victim had appended all its %d records: the trials test little of a writer killed at work", midRun, trials, goroutines*victimRecs)
+	}
+}
+
+// victimRecords reads the log at path until it has seen n records of
+// process victim (writers victim*goroutines and the next goroutines-1),
+// and returns n.
+func victimRecords(t *testing.T, path string, victim, goroutines, n int) int {
+	t.Helper()
+	r, err := shmlog.OpenReader(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for seen := 0; seen < n; {
+		if err := r.Wait(ctx); err != nil {
+			t.Fatalf("waiting for record %d of %d of process %d: %v", seen, n, victim, err)
+		}
+		rec, ok, err := r.Next()
+		if !ok || err != nil {
+			t.Fatalf("Next after Wait: %v %v", ok, err)
+		}
+		if w, _, err := payload.Decode(rec.Payload); err == nil && w/goroutines == victim {
+			seen++
+		}
+	}
+	return n
 }
