@@ -221,15 +221,14 @@ type Shipper struct {
 	// error, whatever it was (see acked).
 	txnRefused atomic.Bool
 	inFlight   atomic.Int64
-	// txn is the open transaction of a Transactional shipper, used by the
-	// read loop (ship) and Run only: whether one is open, when it began,
-	// and the records produced in it (sequence numbers and payload sizes),
+	// txn is the transaction of a Transactional shipper, used by the read
+	// loop (ship), Run and Close only (never concurrently): whether one is
+	// open; whether one was aborted and Kafka did not confirm it (ending:
+	// Run gave up waiting for its records, and the next Run or Close
+	// aborts it again); due, done when the open one is due to commit
+	// (CommitInterval after it began) or the read loop's context is; and
+	// the records produced in it (sequence numbers and payload bytes),
 	// acked on the source once it commits.
-	// ending is set when a transaction was aborted and Kafka did not
-	// confirm it (Run gave up waiting for its records): the next Run
-	// aborts it again before it starts.
-	// due is done when the open transaction is due to commit
-	// (CommitInterval after it began), or when the read loop's context is.
 	txn struct {
 		open, ending bool
 		due          context.Context
