@@ -330,11 +330,15 @@ func openRotSink(path string, o *RingOptions, m *marks, maxClaim int) (*rotSink,
 		if err != nil {
 			return nil, err
 		}
+		name := path
+		if p != path {
+			name = p + " (linked from " + path + ")"
+		}
 		path, s.path = p, p
 		// Rotation renames the file and deletes old ones beside it: never
 		// a device's.
 		if st, err := s.fsys.Stat(path); err == nil && !st.Mode().IsRegular() {
-			return nil, fmt.Errorf("writer: open %s: not a regular file, so it cannot be rotated", path)
+			return nil, fmt.Errorf("writer: open %s: not a regular file, so it cannot be rotated", name)
 		}
 	}
 	// The lock first: a second writer of the file is refused before it

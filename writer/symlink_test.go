@@ -168,6 +168,27 @@ func TestRotateSymlinkLoop(t *testing.T) {
 	}
 }
 
+// TestRotateSymlinkToDevice: a link to something that is not a regular
+// file (a device) is refused, as the device itself is, with an error that
+// names both the link and what it names.
+func TestRotateSymlinkToDevice(t *testing.T) {
+	if _, err := os.Stat(os.DevNull); err != nil {
+		t.Skipf("no %s: %v", os.DevNull, err)
+	}
+	link := filepath.Join(t.TempDir(), "app.log")
+	mustSymlink(t, os.DevNull, link)
+	r, err := OpenFile(link, &RingOptions{Rotate: &Rotate{MaxBytes: MinRotateBytes}})
+	if err == nil {
+		r.Close()
+		t.Fatalf("OpenFile with Rotate through a link to %s succeeded", os.DevNull)
+	}
+	for _, want := range []string{link, os.DevNull, "not a regular file"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
 func mustSymlink(t *testing.T, target, link string) {
 	t.Helper()
 	if err := os.Symlink(target, link); err != nil {
