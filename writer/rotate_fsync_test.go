@@ -49,8 +49,8 @@ func TestRotatedFsyncErrorFailsRing(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the rotated file's failed fdatasync was not reported")
 	}
-	// The Write may be accepted (the flusher learns of the failure when it
-	// next writes); the Flush that follows must not say all is well.
+	// Whatever this Write returns, the Flush that follows must not say
+	// all is well (TestRotatedFsyncErrorFailsIdleRing checks each call).
 	r.Write(rec)
 	if err := r.Flush(context.Background()); !errors.Is(err, syscall.EIO) {
 		t.Errorf("flush after a rotated file's failed fdatasync = %v, want EIO", err)
