@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/appendlog/appendlog/internal/payload"
+	"github.com/appendlog/appendlog/shmlog"
 )
 
 // lastJSON decodes the last line of stdout as a shm load result.
@@ -41,14 +45,64 @@ func TestShmLoad(t *testing.T) {
 	}
 }
 
+// TestShmLoadKill: shm load --kill SIGKILLs writers while they append and
+// the log still verifies. A kill is a test of a writer dying at work only
+// if it lands after the victim's first record and before its last: shm
+// load kills a victim when it says it passed a random record (so never
+// during start-up), and this test counts every writer's records in the
+// log itself, to check that each victim appended some and that at least
+// one kill landed before its victim was done.
 func TestShmLoadKill(t *testing.T) {
+	const procs, records = 4, 20000
 	file := filepath.Join(t.TempDir(), "shm")
-	r := cli(t, "shm", "load", "--file", file, "--processes", "4", "--records", "20000", "--size", "64", "--kill", "2", "--baseline=false", "--json")
+	r := cli(t, "shm", "load", "--file", file, "--processes", fmt.Sprint(procs), "--records", fmt.Sprint(records), "--size", "64", "--kill", "2", "--baseline=false", "--json")
 	expect(t, r, 0, "2 killed")
 	res := lastJSON(t, r)
-	if !res.Verified || res.Killed != 2 || res.Lost != 0 || res.Records < 2*20000 || res.Records >= 4*20000 {
+	if !res.Verified || res.Killed != 2 || res.Lost != 0 || res.Records < 2*records || res.Records >= procs*records {
 		t.Fatalf("result %+v\n%s", res, r)
 	}
+	per := shmWriterCounts(t, file, procs)
+	var killed []uint64 // the victims that died before their last record
+	var total int64
+	for w, n := range per {
+		total += int64(n)
+		switch {
+		case n == 0:
+			t.Errorf("writer %d has no record in the log: a kill landed before it appended", w)
+		case n < records:
+			killed = append(killed, n)
+		case n > records:
+			t.Errorf("writer %d has %d records, more than the %d it appends", w, n, records)
+		}
+	}
+	t.Logf("records per writer %v: the killed writers appended %v", per, killed)
+	if total != res.Records {
+		t.Errorf("the log holds %d records, shm load reported %d", total, res.Records)
+	}
+	if len(killed) == 0 || len(killed) > 2 {
+		t.Errorf("%d writers stopped before their last record, want 1 or 2 (the victims)", len(killed))
+	}
+}
+
+// shmWriterCounts counts the records of each of n writers in the shm log
+// at path, checking that each writer's records are 0, 1, 2, ... in order.
+func shmWriterCounts(t *testing.T, path string, n int) []uint64 {
+	t.Helper()
+	per := make([]uint64, n)
+	if _, err := shmlog.Verify(path, func(rec shmlog.Record) error {
+		w, c, err := payload.Decode(rec.Payload)
+		if err != nil {
+			return fmt.Errorf("record at %#x: %w", rec.Pos, err)
+		}
+		if w < 0 || w >= n || c != per[w] {
+			return fmt.Errorf("record at %#x: writer %d record %d, want writer < %d, record %d", rec.Pos, w, c, n, per[min(max(w, 0), n-1)])
+		}
+		per[w]++
+		return nil
+	}); err != nil {
+		t.Fatalf("verify %s: %v", path, err)
+	}
+	return per
 }
 
 func TestShmLoadVerifyFails(t *testing.T) {
