@@ -632,6 +632,11 @@ func (l *Log) acquire() *mfile {
 // LiveTimeout). It does not allocate.
 func (l *Log) Reserve(n int) (Reservation, error) {
 	if n < 0 || uint64(n)+frame.HeaderSize > l.capacity || n > frame.MaxPayload {
+		if l.capacity == 0 {
+			// A zero Log, not made by Open: no size fits, but that is not
+			// the cause to name.
+			return Reservation{}, fmt.Errorf("shmlog: Reserve on a Log not made by Open: %w", ErrClosed)
+		}
 		return Reservation{}, fmt.Errorf("%w: %d bytes (a file holds %d)", ErrTooLarge, n, l.capacity-frame.HeaderSize)
 	}
 	size := frameSize(n)

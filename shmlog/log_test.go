@@ -293,3 +293,25 @@ func TestZeroReservation(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroLog: a Log not made by Open refuses appends as closed, not as
+// records too large for its (zero) files.
+func TestZeroLog(t *testing.T) {
+	var l shmlog.Log
+	if _, err := l.Append([]byte("x")); !errors.Is(err, shmlog.ErrClosed) {
+		t.Errorf("Append on a zero Log: %v, want ErrClosed", err)
+	}
+	if _, err := l.Reserve(0); !errors.Is(err, shmlog.ErrClosed) {
+		t.Errorf("Reserve on a zero Log: %v, want ErrClosed", err)
+	}
+	if err := l.Sync(context.Background()); !errors.Is(err, shmlog.ErrClosed) {
+		t.Errorf("Sync on a zero Log: %v, want ErrClosed", err)
+	}
+	if st := l.Stats(); st != (shmlog.LogStats{}) {
+		t.Errorf("Stats of a zero Log: %+v", st)
+	}
+	l.Close()
+	if err := l.Close(); !errors.Is(err, shmlog.ErrClosed) {
+		t.Errorf("second Close of a zero Log: %v, want ErrClosed", err)
+	}
+}
