@@ -74,8 +74,12 @@ type GroupOptions struct {
 	StartAt uint64
 	// OnDead, if set, is called (from the group's timer goroutine, or from
 	// Nack) with each record that became dead. It must not block. It may
-	// close the group or the store: a Close does not wait for an OnDead
-	// call in progress (the timer goroutine making it exits after it).
+	// close the group or the store: such a Close does not wait for the
+	// OnDead call it is made from (the timer goroutine making it exits
+	// after it). A Close from any other goroutine, the group's or the
+	// store's, waits for an OnDead call in progress to return: nothing the
+	// group started runs after Close. A Delete of the stream does not
+	// wait for it; the store's Close does.
 	OnDead func(seq uint64, deliveries int) `json:"-"`
 }
 
@@ -169,6 +173,10 @@ type Group struct {
 	// while it does.
 	pass    sync.Mutex
 	calling atomic.Bool
+	// onDeadG is the goroutine id (see goid) of the timer while it calls
+	// OnDead, 0 otherwise: Close waits for the timer unless it is called
+	// from that goroutine.
+	onDeadG atomic.Uint64
 	// closed is closed when the first close has finished: a close called
 	// meanwhile, from another goroutine, waits for it.
 	closed chan struct{}
@@ -481,6 +489,7 @@ func (s *Stream) openGroup(l *wal.Log, name string, given *GroupOptions) (*Group
 	}
 	g.mu.next = c.Committed()
 	g.mu.lastCkpt = time.Now()
+	s.st.timerStarted()
 	go g.timer()
 	return g, nil
 }
@@ -981,6 +990,7 @@ func timerPeriod(o *GroupOptions) time.Duration {
 // timer expires deliveries older than AckWait and checkpoints every
 // CheckpointEvery, until Close.
 func (g *Group) timer() {
+	defer g.s.st.timerExited()
 	defer close(g.done)
 	period := timerPeriod(&g.opts)
 	// Groups opened together (a broker starting) would check and
@@ -1046,18 +1056,32 @@ func (g *Group) timer() {
 				g.truncate(acked)
 			}
 		}
-		g.calling.Store(len(deadSeqs) > 0)
+		// Set under pass, as calling is: a close that took pass after
+		// this pass sees whom not to wait for.
+		calling := len(deadSeqs) > 0
+		var id uint64
+		if calling {
+			id = goid()
+			g.onDeadG.Store(id)
+			g.s.st.onDeadBegin(id)
+		}
+		g.calling.Store(calling)
 		g.pass.Unlock()
 		for i, seq := range deadSeqs {
 			g.reportDead(seq, deadN[i])
+		}
+		if calling {
+			g.s.st.onDeadEnd(id)
+			g.onDeadG.Store(0)
 		}
 		g.calling.Store(false)
 	}
 }
 
 // Close writes the group's last checkpoint and closes it; members waiting
-// in Next return ErrClosed. The group may be opened again. Later calls
-// return nil, once the first has finished.
+// in Next return ErrClosed. It waits for an OnDead call in progress,
+// unless it is called from it (see GroupOptions.OnDead). The group may be
+// opened again. Later calls return nil, once the first has finished.
 func (g *Group) Close() error {
 	err := g.close(ErrClosed)
 	g.s.mu.Lock()
@@ -1065,11 +1089,27 @@ func (g *Group) Close() error {
 		delete(g.s.mu.groups, g.name)
 	}
 	g.s.mu.Unlock()
+	g.join()
 	return err
 }
 
+// join waits for the group's timer, stopped by close, to exit, unless
+// the caller is that timer calling OnDead. It holds no lock: OnDead may
+// take any.
+func (g *Group) join() {
+	// close took pass after it stopped the timer: a pass that set
+	// onDeadG came before, and no pass sets it after.
+	if id := g.onDeadG.Load(); id != 0 && (id == _unknownG || goid() == id) {
+		return
+	}
+	<-g.done
+}
+
 // close stops the group: members return why. A call while another
-// closes the group waits for it to finish, and returns nil.
+// closes the group waits for it to finish, and returns nil. It does not
+// wait for an OnDead call in progress (a Delete calls it holding the
+// store's lock, which OnDead may take); Group.Close and Store.Close do,
+// after it.
 func (g *Group) close(why error) error {
 	g.mu.Lock()
 	if g.mu.closed != nil {

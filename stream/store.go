@@ -153,6 +153,18 @@ type Store struct {
 	// closed is closed when Close has finished: a Close called meanwhile
 	// waits for it.
 	closed chan struct{}
+
+	// timers tracks the groups' timer goroutines, which Close joins: one
+	// closed by a Delete, or by the janitor, may still be calling OnDead.
+	timers struct {
+		sync.Mutex
+		n int // running. Protected by timers.
+		// calling counts the timers calling OnDead by goroutine id (see
+		// goid), for a Close made from OnDead. Protected by timers.
+		calling map[uint64]int
+		// exited is broadcast when n drops. Its L is the Mutex.
+		exited sync.Cond
+	}
 }
 
 // Open opens the store in dir, creating dir and the store if they do not
@@ -216,6 +228,8 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	st := &Store{dir: dir, opts: o, fsys: fsys, lock: lock}
+	st.timers.exited.L = &st.timers.Mutex
+	st.timers.calling = make(map[uint64]int)
 	if err := st.load(marker, slices.Contains(names, _storeFile)); err != nil {
 		lock.Close()
 		return nil, err
@@ -560,13 +574,19 @@ func (st *Store) List() []string {
 }
 
 // Close closes every stream and group (groups write their last
-// checkpoint, logs flush and sync) and releases the directory. Later calls
-// return nil, once the first has finished; other methods return
+// checkpoint, logs flush and sync) and releases the directory. It waits
+// for the OnDead calls in progress, but the one it is called from (see
+// GroupOptions.OnDead). Later calls return nil, once the first has
+// finished, except a call from OnDead, which returns at once: the first
+// may be waiting for that OnDead to return. Other methods return
 // ErrClosed.
 func (st *Store) Close() error {
 	st.mu.Lock()
 	if st.mu.closed {
 		st.mu.Unlock()
+		if st.inOnDead() {
+			return nil
+		}
 		<-st.closed
 		return nil
 	}
@@ -583,8 +603,71 @@ func (st *Store) Close() error {
 	for _, s := range streams {
 		errs = append(errs, s.shut(ErrClosed))
 	}
+	st.joinTimers()
 	errs = append(errs, st.lock.Close())
 	return errors.Join(errs...)
+}
+
+// timerStarted counts a group's timer goroutine about to start.
+func (st *Store) timerStarted() {
+	st.timers.Lock()
+	st.timers.n++
+	st.timers.Unlock()
+}
+
+// timerExited counts a group's timer goroutine out, as it exits.
+func (st *Store) timerExited() {
+	st.timers.Lock()
+	st.timers.n--
+	st.timers.exited.Broadcast()
+	st.timers.Unlock()
+}
+
+// onDeadBegin records that the timer goroutine id calls OnDead, until
+// onDeadEnd.
+func (st *Store) onDeadBegin(id uint64) {
+	st.timers.Lock()
+	st.timers.calling[id]++
+	st.timers.Unlock()
+}
+
+// onDeadEnd is the end of onDeadBegin.
+func (st *Store) onDeadEnd(id uint64) {
+	st.timers.Lock()
+	if st.timers.calling[id]--; st.timers.calling[id] == 0 {
+		delete(st.timers.calling, id)
+	}
+	st.timers.Unlock()
+}
+
+// inOnDead reports whether the caller is a group timer calling OnDead (or
+// may be: one whose goroutine id could not be read).
+func (st *Store) inOnDead() bool {
+	st.timers.Lock()
+	n := len(st.timers.calling)
+	st.timers.Unlock()
+	if n == 0 {
+		return false // the usual case: no goroutine id to read
+	}
+	id := goid()
+	st.timers.Lock()
+	defer st.timers.Unlock()
+	return st.timers.calling[id] > 0 || st.timers.calling[_unknownG] > 0
+}
+
+// joinTimers waits for every group's timer goroutine, stopped by then, to
+// exit, but the caller's own when it is one calling OnDead: it exits when
+// that call returns.
+func (st *Store) joinTimers() {
+	self := 0
+	if st.inOnDead() {
+		self = 1
+	}
+	st.timers.Lock()
+	for st.timers.n > self {
+		st.timers.exited.Wait()
+	}
+	st.timers.Unlock()
 }
 
 // janitor closes idle streams' logs every IdleTimeout/2: a stream not used
