@@ -192,10 +192,10 @@
 // lifetime. Close takes the exclusive flock of P.lock (which Open also
 // holds while it joins), unmaps, and if it can then take an exclusive flock
 // on file 0 it is the last user: it cuts the active file after its tail
-// (rounded up to a page), unless P no longer names the file 0 it opened
-// (the files were removed or replaced: a new log may be there). The next
-// Open preallocates the file again before mapping it. No mapped page is
-// ever cut under a live process.
+// (rounded up to a page, never past the file's full size), unless P no
+// longer names the file 0 it opened (the files were removed or replaced: a
+// new log may be there). The next Open preallocates the file again
+// before mapping it. No mapped page is ever cut under a live process.
 //
 // # Concurrency and lifetimes
 //

@@ -996,7 +996,9 @@ func (l *Log) trimIfLast() error {
 	if tail >= l.capacity {
 		return nil
 	}
-	keep := int64(_hdrSize + (tail+4095)&^4095)
+	// Keep whole pages, but nothing past the file's full size: the data
+	// size need not be a multiple of the page.
+	keep := int64(_hdrSize + min((tail+4095)&^4095, l.capacity))
 	if err := f.Truncate(keep); err != nil {
 		return fmt.Errorf("shmlog: trim %s: %w", name, err)
 	}

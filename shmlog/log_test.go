@@ -315,3 +315,28 @@ func TestZeroLog(t *testing.T) {
 		t.Errorf("second Close of a zero Log: %v, want ErrClosed", err)
 	}
 }
+
+// TestTrimWithinFile: the last Close cuts the active file after its tail
+// rounded up to a page, but never past the file's full size: with a data
+// size that is not a multiple of the page, the rounding would grow the
+// file past MaxFileSize.
+func TestTrimWithinFile(t *testing.T) {
+	path := logPath(t)
+	const size = shmlog.HeaderSize + 4096 + 2048
+	l, err := shmlog.Open(path, &shmlog.Options{MaxFileSize: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(make([]byte, 4984)); err != nil { // the tail is past the first data page
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() > size {
+		t.Fatalf("after the last Close the file has %d bytes (%v), more than MaxFileSize %d", fi.Size(), err, size)
+	}
+	if st, err := shmlog.Verify(path, nil); err != nil || st.Records != 1 {
+		t.Fatalf("Verify: %+v, %v", st, err)
+	}
+}
