@@ -2,6 +2,7 @@ package shmlog_test
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/appendlog/appendlog/frame"
@@ -92,5 +93,30 @@ func TestDeadClaimOverMaxPayloadRecover(t *testing.T) {
 		return nil
 	}); err != nil || len(got) != 1 || got[0] != pos {
 		t.Fatalf("Verify after recovery: %#x, %v; want the record at %#x", got, err, pos)
+	}
+}
+
+// TestMaxFileSizeLimit: positions keep a frame's data offset in 32 bits,
+// so files of up to 4 GiB are taken and larger ones refused with an error
+// naming the limit, before any file is touched.
+func TestMaxFileSizeLimit(t *testing.T) {
+	path := logPath(t) // no log there: the options are checked first
+	for _, tc := range []struct {
+		size int64
+		ok   bool
+	}{
+		{1 << 32, true},
+		{1<<32 - 8, true},
+		{1<<32 + 8, false},
+		{1 << 33, false},
+	} {
+		_, err := shmlog.OpenReader(path, &shmlog.Options{MaxFileSize: tc.size})
+		if err == nil {
+			t.Fatalf("MaxFileSize %d: OpenReader of a missing log succeeded", tc.size)
+		}
+		limit := strings.Contains(err.Error(), "MaxFileSize") && strings.Contains(err.Error(), "4294967296")
+		if limit == tc.ok {
+			t.Errorf("MaxFileSize %d: %v; want it refused: %v", tc.size, err, !tc.ok)
+		}
 	}
 }
