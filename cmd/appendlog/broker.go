@@ -180,7 +180,12 @@ Without --dir, broker uses a fresh temporary directory and removes it at the
 end unless --keep is given. --resume reopens the store in --dir that an
 earlier run left (killed or not) with its workload: publishers go on with
 their counters, groups resume from their last checkpoint, and the drain
-verifies everything from each group's checkpoint to the end. With --acks,
+verifies everything from each group's checkpoint to the end: no record
+below it is delivered, and each lane's first delivery is its first record
+at or after it. Each group's checkpoint must be where the runs before left
+it (checkpoints.json beside broker.json records it): never below one an
+earlier run found, and, after a run that ended and closed the store,
+exactly where that run left it. With --acks,
 "durable <stream> <seq>" lines on stdout confirm records as each stream's
 durable position advances.
 
@@ -398,6 +403,7 @@ type brokerRun struct {
 	res            brokerResult
 
 	streams   []*stream.Stream
+	created   []bool // per stream: created by this run, not found
 	lanes     []*lane
 	groups    []*groupRun
 	startNext []uint64 // per stream, NextSeq at the start
@@ -506,6 +512,9 @@ func setupBroker(cmd *cobra.Command, f *brokerFlags) (_ *brokerRun, err error) {
 			// A run killed while it created its streams published nothing
 			// to those it had not created.
 			s, err = b.st.Create(name, sp.config())
+			b.created = append(b.created, true)
+		} else {
+			b.created = append(b.created, false)
 		}
 		if err != nil {
 			return nil, err
@@ -539,14 +548,17 @@ func emptyDir(dir string) error {
 	return nil
 }
 
-func writeSpec(dir string, sp brokerSpec) error {
-	b, err := json.MarshalIndent(sp, "", "  ")
+func writeSpec(dir string, sp brokerSpec) error { return writeRunFile(dir, _brokerSpec, sp) }
+
+// writeRunFile writes v as JSON to the file name in dir.
+func writeRunFile(dir, name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
 	// Synced and renamed into place, so that a run killed here, or a
 	// power cut, leaves it whole or absent.
-	path := filepath.Join(dir, _brokerSpec)
+	path := filepath.Join(dir, name)
 	f, err := os.Create(path + ".tmp")
 	if err != nil {
 		return err
@@ -592,6 +604,79 @@ func readSpec(dir string) (brokerSpec, error) {
 	return sp, nil
 }
 
+// groupMarks is checkpoints.json beside broker.json: what the runs on the
+// store knew of each group's checkpoint (by stream/group), so that a
+// resumed run holds the store to it. A group's checkpoint never moves
+// back: each run records, before it starts, where each group resumed as a
+// floor; one that ends with every group and the store closed records
+// where it left each group, exactly.
+type groupMarks struct {
+	Exact     bool              `json:"exact"`
+	Committed map[string]uint64 `json:"committed"`
+}
+
+const _groupMarks = "checkpoints.json"
+
+// checkResumePoints compares where each group resumed with what the
+// earlier runs recorded: a group below the floor would deliver again what
+// it acked before that checkpoint was written, and one off the exact
+// position the previous run left skips records or delivers them again.
+// Then it records the groups' positions as the floor for the runs after
+// this one. A store without the file (a run killed before it wrote one,
+// or made by an older build) has nothing to compare.
+func (b *brokerRun) checkResumePoints() error {
+	dir := b.res.Dir
+	if b.f.resume {
+		var old groupMarks
+		buf, err := os.ReadFile(filepath.Join(dir, _groupMarks))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return err
+		default:
+			if err := json.Unmarshal(buf, &old); err != nil {
+				return fmt.Errorf("%s: %w", filepath.Join(dir, _groupMarks), err)
+			}
+		}
+		for _, gr := range b.groups {
+			name := b.streams[gr.spec.stream].Name() + "/" + gr.spec.name
+			was, ok := old.Committed[name]
+			switch {
+			case !ok || b.created[gr.spec.stream]:
+				// A stream a run killed while setting up never made,
+				// or whose store it never made: what the file says of
+				// its groups is of one that is gone, with nothing in it.
+			case gr.from < was:
+				b.problem("group %s resumed from %d, below %d, where an earlier run left its checkpoint: records %d to %d, acked before, are delivered again",
+					name, gr.from, was, gr.from, was-1)
+			case old.Exact && gr.from > was:
+				b.problem("group %s resumed from %d, past %d, where the previous run left it: records %d to %d are never delivered to it",
+					name, gr.from, was, was, gr.from-1)
+			}
+		}
+	}
+	marks := groupMarks{Committed: make(map[string]uint64, len(b.groups))}
+	for _, gr := range b.groups {
+		marks.Committed[b.streams[gr.spec.stream].Name()+"/"+gr.spec.name] = gr.from
+	}
+	return writeRunFile(dir, _groupMarks, marks)
+}
+
+// markEnd records the checkpoint each group was left at as exact: the
+// next run must resume each group there. REQUIRES: every group was closed
+// without error: Close wrote its committed position as its last
+// checkpoint, after waiting for the acked records to be durable.
+func (b *brokerRun) markEnd() error {
+	marks := groupMarks{Exact: true, Committed: make(map[string]uint64, len(b.groups))}
+	for _, gr := range b.groups {
+		marks.Committed[b.streams[gr.spec.stream].Name()+"/"+gr.spec.name] = gr.g.Committed()
+	}
+	if err := writeRunFile(b.res.Dir, _groupMarks, marks); err != nil {
+		return fmt.Errorf("record the groups' checkpoints: %w", err)
+	}
+	return nil
+}
+
 // problem records a verification failure (the first few are kept).
 func (b *brokerRun) problem(format string, args ...any) {
 	b.mu.Lock()
@@ -604,23 +689,39 @@ func (b *brokerRun) problem(format string, args ...any) {
 
 // scanStreams reads what an earlier run left in each stream: every record
 // must be whole and its lane's counters consecutive. It sets each lane's
-// next counter.
+// next counter, and the counter each group's lane delivers first: that of
+// the lane's first record at or after the group's checkpoint, or, for a
+// lane with none, the first one published this run.
 func (b *brokerRun) scanStreams() error {
 	next := make([]int64, len(b.topo.laneOf)) // counter after the last seen; 0: none
 	b.res.ResumedNext = make([]uint64, len(b.streams))
+	byStream := make([][]*groupRun, len(b.streams))
+	found := make(map[*groupRun][]bool, len(b.groups)) // per lane: its first counter is set
+	for _, gr := range b.groups {
+		byStream[gr.spec.stream] = append(byStream[gr.spec.stream], gr)
+		found[gr] = make([]bool, len(gr.next))
+	}
 	for si, s := range b.streams {
 		err := s.Scan(0, func(seq uint64, rec []byte) error {
 			w, c, err := decodeMsg(rec, b.spec.Size)
 			switch {
 			case err != nil:
 				b.problem("stream %s seq %d: %v", s.Name(), seq, err)
+				return nil
 			case w >= len(next) || b.topo.laneOf[w] != si:
 				b.problem("stream %s seq %d: lane %d does not publish to this stream", s.Name(), seq, w)
+				return nil
 			case next[w] != 0 && int64(c) != next[w]:
 				b.problem("stream %s seq %d: lane %d counter %d after %d", s.Name(), seq, w, c, next[w]-1)
 				next[w] = max(next[w], int64(c)+1)
 			default:
 				next[w] = int64(c) + 1
+			}
+			k := b.topo.laneIdx[w]
+			for _, gr := range byStream[si] {
+				if f := found[gr]; seq >= gr.from && !f[k] {
+					gr.next[k], f[k] = c, true
+				}
 			}
 			return nil
 		})
@@ -631,6 +732,12 @@ func (b *brokerRun) scanStreams() error {
 	}
 	for i, l := range b.lanes {
 		l.next, l.start = uint64(next[i]), uint64(next[i])
+		k := b.topo.laneIdx[i]
+		for _, gr := range byStream[l.stream] {
+			if !found[gr][k] {
+				gr.next[k] = l.start
+			}
+		}
 	}
 	return nil
 }
@@ -653,6 +760,14 @@ func (b *brokerRun) run(ctx context.Context) error {
 		}
 		b.lanes = append(b.lanes, l)
 	}
+	// The groups first: scanStreams needs where each resumes from.
+	for _, gs := range b.topo.groups {
+		g, err := b.streams[gs.stream].Group(gs.name, nil)
+		if err != nil {
+			return errors.Join(err, b.st.Close())
+		}
+		b.groups = append(b.groups, newGroupRun(b, gs, g))
+	}
 	if b.f.resume {
 		if err := b.scanStreams(); err != nil {
 			return errors.Join(err, b.st.Close())
@@ -673,21 +788,17 @@ func (b *brokerRun) run(ctx context.Context) error {
 	for i, s := range b.streams {
 		b.startNext[i] = s.NextSeq()
 	}
-	b.res.ResumedFrom = map[string]uint64{}
-	for _, gs := range b.topo.groups {
-		s := b.streams[gs.stream]
-		g, err := s.Group(gs.name, nil)
-		if err != nil {
-			return errors.Join(err, b.st.Close())
-		}
-		gr := newGroupRun(b, gs, g)
-		b.groups = append(b.groups, gr)
-		if b.f.resume {
-			b.res.ResumedFrom[s.Name()+"/"+gs.name] = gr.from
+	if b.f.resume {
+		b.res.ResumedFrom = map[string]uint64{}
+		for _, gr := range b.groups {
+			b.res.ResumedFrom[b.streams[gr.spec.stream].Name()+"/"+gr.spec.name] = gr.from
 		}
 	}
-	if !b.f.resume {
-		b.res.ResumedFrom = nil
+
+	if b.temp == "" { // a directory removed at the end is never resumed
+		if err := b.checkResumePoints(); err != nil {
+			return errors.Join(fmt.Errorf("record the groups' checkpoints: %w", err), b.st.Close())
+		}
 	}
 
 	cpu0, cpuErr := sys.CPUTime()
@@ -789,9 +900,11 @@ func (b *brokerRun) run(ctx context.Context) error {
 	for _, gr := range b.groups {
 		consTime = max(consTime, time.Duration(gr.doneAt.Load()-consStart.UnixNano()))
 	}
+	groupsClosed := true
 	for _, gr := range b.groups {
 		b.res.Redelivered += int64(gr.g.Stats().Redelivered)
 		if err := gr.g.Close(); err != nil {
+			groupsClosed = false
 			cancel(err)
 		}
 	}
@@ -804,6 +917,9 @@ func (b *brokerRun) run(ctx context.Context) error {
 	elapsed := time.Since(start)
 	if cpu1, err := sys.CPUTime(); err == nil && cpuErr == nil {
 		b.res.CPUSeconds = (cpu1 - cpu0).Seconds()
+	}
+	if closeErr == nil && groupsClosed && b.temp == "" {
+		closeErr = b.markEnd()
 	}
 
 	b.finish(pubTime, consTime, elapsed, cut)
@@ -1172,9 +1288,11 @@ type groupRun struct {
 	doneAt   atomic.Int64 // Unix ns of the last ack, once done
 
 	seen []bitset // per lane of the group's stream (topology.laneIdx)
-	// last is the counter after the last one delivered per lane, for the
-	// order check of a one-member group (0: none yet).
-	last []uint64
+	// next is the counter each lane delivers next, for the order check of
+	// a one-member group: at first the lane's first record at or after
+	// from, so that a group resuming past records (a gap at its resume
+	// point) is caught as one delivering out of order.
+	next []uint64
 }
 
 func newGroupRun(b *brokerRun, gs groupSpec, g *stream.Group) *groupRun {
@@ -1183,7 +1301,7 @@ func newGroupRun(b *brokerRun, gs groupSpec, g *stream.Group) *groupRun {
 	gr.expect.Store(-1)
 	n := b.topo.nLanes[gs.stream]
 	gr.seen = make([]bitset, n)
-	gr.last = make([]uint64, n)
+	gr.next = make([]uint64, n)
 	return gr
 }
 
@@ -1205,7 +1323,6 @@ func (gr *groupRun) consume(ctx context.Context) error {
 	defer stop()
 	b := gr.b
 	name := b.streams[gr.spec.stream].Name() + "/" + gr.spec.name
-	order := b.spec.Mode == "streams"
 	buf := make([]byte, 0, b.spec.Size)
 	h := newLatencyHist()
 	defer func() {
@@ -1223,35 +1340,51 @@ func (gr *groupRun) consume(ctx context.Context) error {
 		}
 		buf = m.Data
 		now := b.stamp(time.Since(b.epoch))
-		w, c, err := decodeMsg(m.Data, b.spec.Size)
-		switch {
-		case err != nil:
-			b.problem("group %s: seq %d: %v", name, m.Seq, err)
-		case w >= len(b.topo.laneOf) || b.topo.laneOf[w] != gr.spec.stream:
-			b.problem("group %s: seq %d: lane %d does not publish to this stream", name, m.Seq, w)
-		default:
-			k := b.topo.laneIdx[w]
-			if gr.seen[k].set(c) {
-				gr.dups.Add(1)
-				b.problem("group %s: seq %d: lane %d counter %d delivered again", name, m.Seq, w, c)
-			} else {
-				gr.consumed.Add(1)
-			}
-			if order && m.Delivery == 1 {
-				if l := gr.last[k]; l != 0 && c != l {
-					b.problem("group %s: seq %d: lane %d counter %d after %d", name, m.Seq, w, c, l-1)
-				}
-				gr.last[k] = c + 1
-			}
-			if ts := int64(binary.LittleEndian.Uint64(m.Data)); ts >= b.lifeStart {
-				_ = h.RecordValue(min(now-ts, _maxLatency)) // clamped: never an error
-			}
+		if ts, ok := gr.check(name, m); ok && ts >= b.lifeStart {
+			_ = h.RecordValue(min(now-ts, _maxLatency)) // clamped: never an error
 		}
 		if err := gr.g.Ack(m.Seq); err != nil {
 			return fmt.Errorf("group %s: ack %d: %w", name, m.Seq, err)
 		}
 		gr.checkDone()
 	}
+}
+
+// check verifies the delivery m to the group named name and counts it.
+// ok says it is a record of the run, and ts is then its publish time.
+// A record below from, the checkpoint the group resumed from, was acked
+// before the checkpoint was written: delivered again. It does not count
+// as consumed, so that it cannot stand in for a record of the group's
+// range that was never delivered.
+func (gr *groupRun) check(name string, m stream.Msg) (ts int64, ok bool) {
+	b := gr.b
+	w, c, err := decodeMsg(m.Data, b.spec.Size)
+	switch {
+	case err != nil:
+		b.problem("group %s: seq %d: %v", name, m.Seq, err)
+		return 0, false
+	case w >= len(b.topo.laneOf) || b.topo.laneOf[w] != gr.spec.stream:
+		b.problem("group %s: seq %d: lane %d does not publish to this stream", name, m.Seq, w)
+		return 0, false
+	case m.Seq < gr.from:
+		gr.dups.Add(1)
+		b.problem("group %s: seq %d: lane %d counter %d delivered again, below the checkpoint %d the group resumed from", name, m.Seq, w, c, gr.from)
+		return int64(binary.LittleEndian.Uint64(m.Data)), true
+	}
+	k := b.topo.laneIdx[w]
+	if gr.seen[k].set(c) {
+		gr.dups.Add(1)
+		b.problem("group %s: seq %d: lane %d counter %d delivered again", name, m.Seq, w, c)
+	} else {
+		gr.consumed.Add(1)
+	}
+	if b.spec.Mode == "streams" && m.Delivery == 1 {
+		if want := gr.next[k]; c != want {
+			b.problem("group %s: seq %d: lane %d counter %d, want %d", name, m.Seq, w, c, want)
+		}
+		gr.next[k] = c + 1
+	}
+	return int64(binary.LittleEndian.Uint64(m.Data)), true
 }
 
 // stamp returns the Unix time in ns el after the epoch: the publish time
