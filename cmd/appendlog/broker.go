@@ -185,16 +185,16 @@ below it is delivered, and each lane's first delivery is its first record
 at or after it. Each group's checkpoint must be where the runs before left
 it (checkpoints.json beside broker.json records it): never below one an
 earlier run found, and, after a run that ended and closed the store,
-exactly where that run left it. With --acks,
-"durable <stream> <seq>" lines on stdout confirm records as each stream's
-durable position advances.
+exactly where that run left it. With --acks, "durable <stream> <seq>"
+lines on stdout confirm records as each stream's durable position
+advances.
 
 The publish time runs from the start to the last publish returning and
 its record reaching the OS: for batch and always, its confirm; for never,
 the store's buffers handed to the OS. The consume time runs to the last
-record acked. With --backlog the consumers start only when publishing has ended,
-and the consume time runs from then: the rate at which groups drain a
-backlog. With --json a JSON object is the last line of stdout, also when
+record acked. With --backlog the consumers start only when publishing has
+ended, and the consume time runs from then: the rate at which groups drain
+a backlog. With --json a JSON object is the last line of stdout, also when
 the run cannot start (then with "error", and verified false; the message is
 on stderr too, and the exit status 1, or 2 for a bad command line).`,
 		Example: `  appendlog broker
@@ -626,6 +626,10 @@ const _groupMarks = "checkpoints.json"
 // or made by an older build) has nothing to compare.
 func (b *brokerRun) checkResumePoints() error {
 	dir := b.res.Dir
+	marks := groupMarks{Committed: make(map[string]uint64, len(b.groups))}
+	for _, gr := range b.groups {
+		marks.Committed[b.streams[gr.spec.stream].Name()+"/"+gr.spec.name] = gr.from
+	}
 	if b.f.resume {
 		var old groupMarks
 		buf, err := os.ReadFile(filepath.Join(dir, _groupMarks))
@@ -647,6 +651,7 @@ func (b *brokerRun) checkResumePoints() error {
 				// or whose store it never made: what the file says of
 				// its groups is of one that is gone, with nothing in it.
 			case gr.from < was:
+				marks.Committed[name] = was // the floor stands
 				b.problem("group %s resumed from %d, below %d, where an earlier run left its checkpoint: records %d to %d, acked before, are delivered again",
 					name, gr.from, was, gr.from, was-1)
 			case old.Exact && gr.from > was:
@@ -654,10 +659,6 @@ func (b *brokerRun) checkResumePoints() error {
 					name, gr.from, was, was, gr.from-1)
 			}
 		}
-	}
-	marks := groupMarks{Committed: make(map[string]uint64, len(b.groups))}
-	for _, gr := range b.groups {
-		marks.Committed[b.streams[gr.spec.stream].Name()+"/"+gr.spec.name] = gr.from
 	}
 	return writeRunFile(dir, _groupMarks, marks)
 }

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,17 +86,55 @@ func TestBrokerVerifiesResumePoint(t *testing.T) {
 }
 
 // TestBrokerResumeMovedCheckpoint moves a group's checkpoint back between
-// two runs, as a store that lost its last checkpoint would: the resumed
-// run delivers again records the first run acked and left behind its
+// runs, as a store that lost its last checkpoint would: the resumed run
+// delivers again records an earlier run acked and left behind its
 // checkpoint. Each delivery is of a record published once, in order, and
 // the counts add up, but the run does not verify: it resumed the group
-// below where the first run left it.
+// below where the earlier run left it. The floor it records for the runs
+// after it stays where the earlier run left the group.
 func TestBrokerResumeMovedCheckpoint(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "b")
 	first := brokerJSON(t, exitOK, "--dir", dir, "--streams", "1", "--publishers", "1", "--consumers", "1", "--records", "1000", "--size", "64")
 	if !first.Verified {
 		t.Fatalf("first run %+v", first)
 	}
+	at := moveBack(t, dir, 500)
+
+	// In process, to read what the resumed run recorded before it
+	// consumed anything.
+	b, out := brokerInProcess(t, &brokerFlags{dir: dir, resume: true, records: 100, drainTimeout: 30 * time.Second})
+	var floor groupMarks
+	b.atPublishEnd = func() {
+		buf, err := os.ReadFile(filepath.Join(dir, _groupMarks))
+		if err == nil {
+			err = json.Unmarshal(buf, &floor)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if err := b.report(b.run(context.Background())); err == nil || b.res.Verified || b.res.ResumedFrom["s00000/g000"] != at-500 {
+		t.Fatalf("a group resumed 500 records below %d, where the first run left it: %v %+v\n%s", at, err, b.res, out)
+	}
+	if p, want := strings.Join(b.res.Problems, "\n"), fmt.Sprintf("resumed from %d, below %d", at-500, at); !strings.Contains(p, want) {
+		t.Fatalf("problems %q do not say %q", b.res.Problems, want)
+	}
+	if floor.Exact || floor.Committed["s00000/g000"] != at {
+		t.Fatalf("while it ran, the resumed run recorded %+v, want a floor of %d", floor, at)
+	}
+
+	// The same through the command, after the run above closed the store.
+	at = moveBack(t, dir, 500)
+	res := brokerJSON(t, exitFailure, "--dir", dir, "--resume", "--records", "100")
+	if want := fmt.Sprintf("resumed from %d, below %d", at-500, at); res.Verified || !strings.Contains(strings.Join(res.Problems, "\n"), want) {
+		t.Fatalf("a group resumed 500 records below %d, where the run before left it: %+v", at, res)
+	}
+}
+
+// moveBack moves the checkpoint of group g000 of the only stream of the
+// broker store in dir back by n records, and returns where it was.
+func moveBack(t *testing.T, dir string, n uint64) (at uint64) {
+	t.Helper()
 	infos, err := stream.Describe(filepath.Join(dir, _storeSub))
 	if err != nil || len(infos) != 1 {
 		t.Fatalf("describe the store: %v %+v", err, infos)
@@ -107,19 +148,13 @@ func TestBrokerResumeMovedCheckpoint(t *testing.T) {
 		l.Close()
 		t.Fatal(err)
 	}
-	if c.Committed() != 1001 {
-		t.Errorf("the first run left the group at %d, want 1001", c.Committed())
+	at = c.Committed()
+	if at <= n {
+		t.Errorf("the run before left the group at %d: nothing to move %d records back", at, n)
 	}
-	err = c.Seek(501)
+	err = c.Seek(at - n)
 	if err := errors.Join(err, c.Close(), l.Close()); err != nil {
 		t.Fatal(err)
 	}
-
-	res := brokerJSON(t, exitFailure, "--dir", dir, "--resume", "--records", "100")
-	if res.Verified || res.ResumedFrom["s00000/g000"] != 501 {
-		t.Fatalf("a group resumed 500 records below where the first run left it: %+v", res)
-	}
-	if p := strings.Join(res.Problems, "\n"); !strings.Contains(p, "resumed from 501, below 1001") {
-		t.Fatalf("problems %q do not name the move", res.Problems)
-	}
+	return at
 }
