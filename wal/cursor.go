@@ -314,6 +314,7 @@ func (s *cursorSet) close(durable uint64) error {
 	s.mu.Unlock()
 	var errs []error
 	for _, c := range open {
+		c.closing.Store(true)
 		errs = append(errs, c.checkpoint(durable+1))
 		c.closed.Store(true)
 		errs = append(errs, c.unlock())
@@ -424,6 +425,10 @@ type Cursor struct {
 	clampedFrom uint64
 
 	closed atomic.Bool
+	// closing is set by every close before it reads the committed
+	// position for the last checkpoint: an Ack that finds it set returns
+	// ErrClosed (see Ack).
+	closing atomic.Bool
 	// caughtUp is when Next last found no record to deliver and began to
 	// wait (Unix ns), 0 if it never did.
 	caughtUp atomic.Int64
@@ -698,21 +703,29 @@ func (c *Cursor) Clamped() (from uint64, ok bool) { return c.clampedFrom, c.clam
 // position moves to the lowest sequence number not yet acked. An ack below
 // the committed position does nothing. A sequence number not appended yet,
 // or an ack window (CursorOptions.AckWindow) or more above the committed
-// position, is ErrAckRange; after Close, ErrClosed.
+// position, is ErrAckRange; after Close, ErrClosed. An Ack that returns
+// nil counts in the checkpoint a Close (or Log.Close) writes; one racing
+// the close returns ErrClosed, and its record may then be delivered again
+// after a restart.
 func (c *Cursor) Ack(seq uint64) error {
-	if c.closed.Load() {
+	if c.closing.Load() {
 		return ErrClosed
 	}
-	f := c.floor.Load()
-	if seq < f {
-		return nil
-	}
-	if seq-f > c.mask || seq >= c.appended.Load() {
-		if err := c.checkAck(seq, f); err != nil {
-			return err
+	if f := c.floor.Load(); seq >= f {
+		if seq-f > c.mask || seq >= c.appended.Load() {
+			if err := c.checkAck(seq, f); err != nil {
+				return err
+			}
 		}
+		c.mark(seq)
 	}
-	c.mark(seq)
+	if c.closing.Load() {
+		// A close began, and may have read the committed position for
+		// its last checkpoint before this ack reached it. Loaded after
+		// the mark (and closing stored before that read), a false here
+		// means the close reads a position that holds this ack.
+		return ErrClosed
+	}
 	return nil
 }
 
@@ -1029,6 +1042,7 @@ func (c *Cursor) Close() error {
 		return nil // closed already, by Close or Log.Close
 	}
 	s.mu.Unlock()
+	c.closing.Store(true)
 	err := c.Commit(context.Background())
 	if errors.Is(err, ErrClosed) {
 		err = nil

@@ -254,6 +254,7 @@ func (c *Cursor) syncBelow(v uint64) error {
 
 // closeFollow is Close of a cursor from OpenCursor.
 func (c *Cursor) closeFollow() error {
+	c.closing.Store(true) // before the checkpoint below reads the position
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
