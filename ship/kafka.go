@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"math/bits"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/appendlog/appendlog/stream"
 	"github.com/appendlog/appendlog/wal"
@@ -908,12 +910,12 @@ func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32)
 	}
 	last, val = make(map[int32]uint64), make(map[int32][]byte)
 	for width := int64(1); len(todo) > 0; width *= 16 {
-		at := make(map[int32]kgo.Offset, len(todo))
+		at := make(map[int32]int64, len(todo))
 		for p, sp := range todo {
 			sp.from = max(sp.start, sp.end-width)
-			at[p] = kgo.NewOffset().At(sp.from)
+			at[p] = sp.from
 		}
-		found, err := s.readBack(ctx, at, func(p int32) int64 { return todo[p].end })
+		found, err := s.readBack(ctx, adm, at, func(p int32) int64 { return todo[p].end })
 		if err != nil {
 			return nil, nil, err
 		}
@@ -931,46 +933,105 @@ func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32)
 	return last, val, nil
 }
 
-// readBack consumes the partitions of the topic from the offsets at, each
-// up to (not including) end(p), as a read_committed consumer, and returns
-// the last data record of each partition that has one there.
-func (s *Shipper) readBack(ctx context.Context, at map[int32]kgo.Offset, end func(p int32) int64) (map[int32]*kgo.Record, error) {
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(s.o.Brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.o.Topic: at}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.DialTimeout(s.o.ConnectTimeout),
-		// The offset before the end is often a transaction marker: without
-		// its control record, nothing would be returned at that offset, and
-		// the loop below would wait until the deadline.
-		kgo.KeepControlRecords(),
-	}
-	rd, err := kgo.NewClient(append(opts, s.o.ClientOptions...)...)
-	if err != nil {
-		return nil, fmt.Errorf("ship: kafka client: %w", err)
-	}
-	defer rd.Close()
+// readBack reads the partitions of the topic from the offsets at, each up
+// to (not including) end(p), as a read_committed consumer, and returns the
+// last data record of each partition that has one there.
+//
+// It fetches from each partition's leader itself rather than through a
+// kgo consumer: a read_committed consumer returns neither the records of
+// aborted transactions nor where it is, so when the offset before end(p)
+// is such a record (end(p) is the last stable offset, held there by
+// another writer's open transaction), it could not tell it had read up to
+// end(p). kgo.ProcessFetchPartition returns the offset after what it
+// read, aborted records included.
+func (s *Shipper) readBack(ctx context.Context, adm *kadm.Client, at map[int32]int64, end func(p int32) int64) (map[int32]*kgo.Record, error) {
+	next := maps.Clone(at)
 	found := make(map[int32]*kgo.Record)
-	for done := make(map[int32]bool); len(done) < len(at); {
-		fs := rd.PollFetches(ctx)
+	var lastErr error
+	for retry := false; len(next) > 0; retry = true {
+		if retry {
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("ship: read back the last records of %d partitions of %q: %w", len(at)-len(done), s.o.Topic, err)
+			return nil, fmt.Errorf("ship: read back the last records of %d partitions of %q: %w (%v)", len(next), s.o.Topic, err, lastErr)
 		}
-		for _, fe := range fs.Errors() {
-			return nil, fmt.Errorf("ship: read back %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+		topics, err := adm.ListTopics(ctx, s.o.Topic)
+		if err != nil {
+			lastErr = err
+			continue
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			e := end(r.Partition)
-			if r.Offset >= e {
-				return
+		td := topics[s.o.Topic]
+		if td.Err != nil {
+			lastErr = td.Err
+			continue
+		}
+		byLeader := make(map[int32]*kmsg.FetchRequestTopic)
+		for p, off := range next {
+			pd, ok := td.Partitions[p]
+			if !ok || pd.Err != nil || pd.Leader < 0 {
+				lastErr = fmt.Errorf("no leader for %s/%d: %v", s.o.Topic, p, pd.Err)
+				continue
 			}
-			if r.Offset == e-1 {
-				done[r.Partition] = true
+			rt := byLeader[pd.Leader]
+			if rt == nil {
+				rt = &kmsg.FetchRequestTopic{Topic: s.o.Topic, TopicID: td.ID}
+				byLeader[pd.Leader] = rt
 			}
-			if !r.Attrs.IsControl() {
-				found[r.Partition] = r
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, off, 1<<20
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		for leader, rt := range byLeader {
+			req := kmsg.NewPtrFetchRequest()
+			req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 100, 1, 64<<20
+			req.IsolationLevel, req.SessionEpoch = 1, -1 // read_committed, no fetch session
+			req.Topics = []kmsg.FetchRequestTopic{*rt}
+			kresp, err := s.cl.Broker(int(leader)).Request(ctx, req)
+			if err != nil {
+				lastErr = err
+				continue
 			}
-		})
+			resp := kresp.(*kmsg.FetchResponse)
+			if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+				lastErr = err
+				continue
+			}
+			for i := range resp.Topics {
+				for j := range resp.Topics[i].Partitions {
+					rp := &resp.Topics[i].Partitions[j]
+					p := rp.Partition
+					from, ok := next[p]
+					if !ok {
+						continue
+					}
+					fp, after := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+						KeepControlRecords: true, Offset: from, IsolationLevel: kgo.ReadCommitted(),
+						Topic: s.o.Topic, Partition: p,
+					}, rp, kgo.DefaultDecompressor(), nil)
+					if fp.Err != nil {
+						if !kerr.IsRetriable(fp.Err) {
+							return nil, fmt.Errorf("ship: read back %s/%d: %w", s.o.Topic, p, fp.Err)
+						}
+						lastErr = fp.Err
+						continue
+					}
+					e := end(p)
+					for _, r := range fp.Records {
+						if r.Offset < e && !r.Attrs.IsControl() {
+							found[p] = r
+						}
+					}
+					if after >= e {
+						delete(next, p)
+					} else {
+						next[p] = max(from, after)
+					}
+				}
+			}
+		}
 	}
 	return found, nil
 }
