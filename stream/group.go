@@ -74,11 +74,12 @@ type GroupOptions struct {
 	StartAt uint64
 	// OnDead, if set, is called (from the group's timer goroutine, or from
 	// Nack) with each record that became dead. It must not block. It may
-	// close the group or the store: such a Close does not wait for the
-	// OnDead call it is made from (the timer goroutine making it exits
-	// after it). A Close from any other goroutine, the group's or the
-	// store's, waits for an OnDead call in progress to return: nothing the
-	// group started runs after Close. A Delete of the stream does not
+	// close the group, another group or the store: a Close made from a
+	// timer's OnDead call does not wait for OnDead calls, its own or
+	// another group's (which may be waiting for it); each timer making
+	// one exits after it. A Close from any other goroutine, the group's or
+	// the store's, waits for an OnDead call in progress to return: nothing
+	// the group started runs after Close. A Delete of the stream does not
 	// wait for it; the store's Close does.
 	OnDead func(seq uint64, deliveries int) `json:"-"`
 }
@@ -1080,7 +1081,7 @@ func (g *Group) timer() {
 
 // Close writes the group's last checkpoint and closes it; members waiting
 // in Next return ErrClosed. It waits for an OnDead call in progress,
-// unless it is called from it (see GroupOptions.OnDead). The group may be
+// unless it is called from an OnDead call (see GroupOptions.OnDead). The group may be
 // opened again. Later calls return nil, once the first has finished.
 func (g *Group) Close() error {
 	err := g.close(ErrClosed)
@@ -1093,13 +1094,15 @@ func (g *Group) Close() error {
 	return err
 }
 
-// join waits for the group's timer, stopped by close, to exit, unless
-// the caller is that timer calling OnDead. It holds no lock: OnDead may
-// take any.
+// join waits for the group's timer, stopped by close, to exit, unless it
+// is calling OnDead and the caller is a timer calling OnDead, this one or
+// another group's: that call may be waiting for the caller's (a Close
+// from each group's OnDead of the other). A timer not calling OnDead
+// exits without running user code. It holds no lock: OnDead may take any.
 func (g *Group) join() {
 	// close took pass after it stopped the timer: a pass that set
 	// onDeadG came before, and no pass sets it after.
-	if id := g.onDeadG.Load(); id != 0 && (id == _unknownG || goid() == id) {
+	if id := g.onDeadG.Load(); id != 0 && (id == _unknownG || g.s.st.inOnDead()) {
 		return
 	}
 	<-g.done

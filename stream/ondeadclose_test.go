@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,5 +135,68 @@ func TestGoid(t *testing.T) {
 	go func() { other <- goid() }()
 	if o := <-other; o == me || o == _unknownG {
 		t.Fatalf("goid of another goroutine = %d, this one's %d", o, me)
+	}
+}
+
+// TestCloseFromOnDeadOfAnother: two groups' timers call OnDead at once, and
+// each OnDead closes the other group, or its own and the other, or the
+// store (a consumer giving up on any dead record). A Close made from an
+// OnDead call does not wait for another group's OnDead, which may be
+// waiting for it: none waits for ever.
+func TestCloseFromOnDeadOfAnother(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a, b func(st *Store, a, b *Group) error // OnDead of a, of b
+	}{
+		{"each-closes-both",
+			func(_ *Store, a, b *Group) error { return errors.Join(a.Close(), b.Close()) },
+			func(_ *Store, a, b *Group) error { return errors.Join(a.Close(), b.Close()) }},
+		{"each-closes-the-other",
+			func(_ *Store, _, b *Group) error { return b.Close() },
+			func(_ *Store, a, _ *Group) error { return a.Close() }},
+		{"store-and-other-group",
+			func(st *Store, _, _ *Group) error { return st.Close() },
+			func(_ *Store, a, _ *Group) error { return a.Close() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			st, err := Open("/st", &Options{IdleTimeout: -1, fsys: vfs.NewMem()})
+			noErr(t, err)
+			s, err := st.Create("s", nil)
+			noErr(t, err)
+			var a, b *Group
+			var entered sync.WaitGroup
+			entered.Add(2)
+			closed := make(chan error, 2)
+			onDead := func(fn func(st *Store, a, b *Group) error) func(uint64, int) {
+				return func(uint64, int) {
+					entered.Done()
+					entered.Wait() // both timers are in OnDead
+					closed <- fn(st, a, b)
+				}
+			}
+			a, err = s.Group("a", &GroupOptions{AckWait: 4 * time.Millisecond, MaxDeliver: 1, OnDead: onDead(tc.a)})
+			noErr(t, err)
+			b, err = s.Group("b", &GroupOptions{AckWait: 4 * time.Millisecond, MaxDeliver: 1, OnDead: onDead(tc.b)})
+			noErr(t, err)
+			_, err = s.Publish([]byte("x"))
+			noErr(t, err)
+			for _, g := range []*Group{a, b} {
+				_, err = g.Next(context.Background(), nil) // never acked: dead after AckWait
+				noErr(t, err)
+			}
+			for range 2 {
+				select {
+				case err := <-closed:
+					noErr(t, err)
+				case <-time.After(20 * time.Second):
+					t.Fatal("a Close from one group's OnDead, of a group whose timer was in OnDead, did not return")
+				}
+			}
+			noErr(t, st.Close())
+			if err := goleak.Find(ignore); err != nil {
+				t.Fatalf("after Close: %v", err)
+			}
+		})
 	}
 }

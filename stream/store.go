@@ -160,8 +160,10 @@ type Store struct {
 		sync.Mutex
 		n int // running. Protected by timers.
 		// calling counts the timers calling OnDead by goroutine id (see
-		// goid), for a Close made from OnDead. Protected by timers.
+		// goid), for a Close made from OnDead; inCall is their sum.
+		// Protected by timers.
 		calling map[uint64]int
+		inCall  int
 		// exited is broadcast when n drops. Its L is the Mutex.
 		exited sync.Cond
 	}
@@ -575,7 +577,7 @@ func (st *Store) List() []string {
 
 // Close closes every stream and group (groups write their last
 // checkpoint, logs flush and sync) and releases the directory. It waits
-// for the OnDead calls in progress, but the one it is called from (see
+// for the OnDead calls in progress, unless it is called from one (see
 // GroupOptions.OnDead). Later calls return nil, once the first has
 // finished, except a call from OnDead, which returns at once: the first
 // may be waiting for that OnDead to return. Other methods return
@@ -628,6 +630,7 @@ func (st *Store) timerExited() {
 func (st *Store) onDeadBegin(id uint64) {
 	st.timers.Lock()
 	st.timers.calling[id]++
+	st.timers.inCall++
 	st.timers.Unlock()
 }
 
@@ -637,6 +640,7 @@ func (st *Store) onDeadEnd(id uint64) {
 	if st.timers.calling[id]--; st.timers.calling[id] == 0 {
 		delete(st.timers.calling, id)
 	}
+	st.timers.inCall--
 	st.timers.Unlock()
 }
 
@@ -656,15 +660,14 @@ func (st *Store) inOnDead() bool {
 }
 
 // joinTimers waits for every group's timer goroutine, stopped by then, to
-// exit, but the caller's own when it is one calling OnDead: it exits when
-// that call returns.
+// exit. A caller that is a timer calling OnDead waits only for those not
+// calling OnDead, which run no user code: one that is may be waiting for
+// the caller (a Close of the caller's group from its OnDead), and each
+// exits when its call returns.
 func (st *Store) joinTimers() {
-	self := 0
-	if st.inOnDead() {
-		self = 1
-	}
+	fromOnDead := st.inOnDead()
 	st.timers.Lock()
-	for st.timers.n > self {
+	for st.timers.n > 0 && (!fromOnDead || st.timers.n > st.timers.inCall) {
 		st.timers.exited.Wait()
 	}
 	st.timers.Unlock()
