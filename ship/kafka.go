@@ -1282,6 +1282,19 @@ func (s *Shipper) abortTxn(ctx context.Context) error {
 	if err == nil {
 		err = s.cl.EndTransaction(ctx, kgo.TryAbort)
 	}
+	if err == nil {
+		// After an end Kafka did not confirm (a commit unanswered),
+		// franz-go aborts by initializing the producer ID again, which
+		// ends the transaction in Kafka, and returns nil even when it
+		// could not: the ID is then only marked to be initialized
+		// again. Loading it confirms the abort (a no-op otherwise). A
+		// shipper fenced by a newer one has had its transaction ended
+		// by that one.
+		_, _, err = s.cl.ProducerID(ctx)
+		if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
+			err = nil
+		}
+	}
 	if err != nil {
 		err = fmt.Errorf("ship: abort the transaction (transactional ID %q): %w", s.o.TransactionalID, err)
 		s.setErr(err.Error())
