@@ -120,3 +120,38 @@ func TestDeleteFails(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteFailsGroupsClosed: the groups a Delete that failed closed are
+// closed, not open: the stream counts none open, and DeleteGroup removes
+// one without a Close first (ErrGroupOpen, "close it first", was returned
+// for a group closed already).
+func TestDeleteFailsGroupsClosed(t *testing.T) {
+	var armed atomic.Bool
+	fsys := vfs.WithFaults(vfs.NewMem(), func(op vfs.Op, name string, _ int64, n int) (int, error) {
+		if armed.Load() && op == vfs.OpRename && name == "/st/streams/s" {
+			return 0, syscall.EIO
+		}
+		return n, nil
+	})
+	st, err := Open("/st", &Options{IdleTimeout: -1, fsys: fsys})
+	noErr(t, err)
+	defer func() { noErr(t, st.Close()) }()
+	s, err := st.Create("s", nil)
+	noErr(t, err)
+	_, err = s.Group("g", nil)
+	noErr(t, err)
+	armed.Store(true)
+	if err := st.Delete("s"); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Delete with its rename failing = %v, want EIO", err)
+	}
+	armed.Store(false)
+	if n := s.Stats().Groups; n != 0 {
+		t.Fatalf("after a failed Delete closed its groups: Stats().Groups = %d, want 0", n)
+	}
+	if err := s.DeleteGroup("g"); err != nil {
+		t.Fatalf("DeleteGroup of the group a failed Delete closed = %v, want nil", err)
+	}
+	if names, err := s.Groups(); err != nil || len(names) != 0 {
+		t.Fatalf("Groups after DeleteGroup = %v, %v; want none", names, err)
+	}
+}

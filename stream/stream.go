@@ -400,7 +400,8 @@ func (s *Stream) shut(why error) error {
 // unshut makes usable again a stream that shut(errDeleted) closed for a
 // Delete that then failed, its directory still in place: its log opens
 // again on next use. The groups shut closed stay closed, and say that a
-// Delete that failed closed them; each opens again. closeErr is shut's:
+// Delete that failed closed them; they are no longer listed as open (a
+// shut stream keeps them listed), and each opens again. closeErr is shut's:
 // a log that failed to close stays failed, as an idle one does (see
 // closeIdle), and unshut returns why, as it does the error of a stream
 // that had failed before the Delete (which shut left as it was).
@@ -416,8 +417,9 @@ func (s *Stream) unshut(closeErr error) error {
 	}
 	err := s.mu.err
 	groups := make([]*Group, 0, len(s.mu.groups))
-	for _, g := range s.mu.groups {
+	for name, g := range s.mu.groups {
 		groups = append(groups, g)
+		delete(s.mu.groups, name) // closed: Stats, DeleteGroup and closeIdle see none open
 	}
 	s.mu.Unlock()
 	// Under each group's mu, without the stream's: a group holding its mu
