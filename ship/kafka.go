@@ -1183,6 +1183,14 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 		s.inFlight.Add(1)
 		o.sent.Store(time.Now().UnixNano())
 		s.cl.Produce(prodCtx, &o.r, s.promise)
+		if s.txn.open && len(s.txn.seqs) >= s.o.MaxInFlightRecords {
+			// A full transaction commits now: a stream's group delivers
+			// no record past its window (MaxInFlightRecords) until those
+			// before are acked, which they are once it commits.
+			if stop, err := s.commitDue(prodCtx); stop {
+				return err
+			}
+		}
 	}
 	return s.in.lost()
 }
