@@ -69,9 +69,12 @@ func shipKillTrials(t *testing.T, addr, topic string, extra []string) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	// The last stable offset: records Kafka acknowledged, and with
+	// --transactional committed, so that a run killed after it grew left
+	// work behind that the next run must find.
 	endOffset := func() int64 {
 		t.Helper()
-		ends, err := adm.ListEndOffsets(context.Background(), topic)
+		ends, err := adm.ListCommittedOffsets(context.Background(), topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,9 +82,10 @@ func shipKillTrials(t *testing.T, addr, topic string, extra []string) {
 		return e.Offset
 	}
 	// Each trial has 100,000 new records to ship, and is killed 0 to 300
-	// ms after its first records reached Kafka (a start takes longer than
-	// that under -race: a kill at a fixed time would only ever hit
-	// starts). Ten must die so, mid-shipping.
+	// ms after its first records reached Kafka (committed, with
+	// --transactional; a start takes longer than that under -race: a kill
+	// at a fixed time would only ever hit starts). Ten must die so,
+	// mid-shipping.
 	killed := 0
 	for trial := 0; killed < 10; trial++ {
 		if trial == 40 {
