@@ -28,9 +28,12 @@ func TestDeleteFails(t *testing.T) {
 		listed bool                   // the stream stays
 		inErr  string                 // the error says which
 		fails  func(name string) bool // the operation on name fails
+		// failed: a sync failed, never retried, so the store is failed
+		// until it is opened again (see TestStreamsDirSyncFailsStore).
+		failed bool
 	}{
 		{op: vfs.OpRename, listed: true, inErr: "not deleted", fails: func(name string) bool { return name == "/st/streams/s" }},
-		{op: vfs.OpSyncDir, listed: false, inErr: "deleted", fails: func(name string) bool { return name == "/st/streams" }},
+		{op: vfs.OpSyncDir, listed: false, inErr: "deleted", fails: func(name string) bool { return name == "/st/streams" }, failed: true},
 		{op: vfs.OpRemove, listed: false, inErr: "deleted", fails: func(name string) bool { return strings.HasPrefix(name, "/st/streams/"+_delPrefix) }},
 	} {
 		t.Run("fail="+tc.op.String(), func(t *testing.T) {
@@ -102,7 +105,13 @@ func TestDeleteFails(t *testing.T) {
 				}
 				noErr(t, s.WaitDurable(ctx, seq))
 			}
-			check("after the failed Delete", st, 2)
+			if tc.failed {
+				if _, err := st.Stream("s"); !errors.Is(err, syscall.EIO) {
+					t.Fatalf("Stream after the failed sync = %v, want the store's failure (EIO)", err)
+				}
+			} else {
+				check("after the failed Delete", st, 2)
+			}
 			if tc.listed {
 				// The group open before the Delete was closed by it; it
 				// says so, not that the stream was deleted.
@@ -110,7 +119,9 @@ func TestDeleteFails(t *testing.T) {
 					t.Fatalf("Next of the group the failed Delete closed = %v, want ErrClosed", err)
 				}
 			}
-			noErr(t, st.Close())
+			if err := st.Close(); tc.failed != errors.Is(err, syscall.EIO) {
+				t.Fatalf("Close = %v, want the store's failure (EIO) %v", err, tc.failed)
+			}
 			st, err = Open("/st", opts)
 			noErr(t, err)
 			if listed := slices.Contains(st.List(), "s"); listed != tc.listed {

@@ -605,7 +605,9 @@ func TestGroupOfShutStream(t *testing.T) {
 
 // TestCreateDirSyncFails: a Create whose last directory fsync fails
 // reports it, and the stream, whole on disk, is known to the store (as a
-// reopen would find it): Create again is ErrExists, not a rename error.
+// reopen would find it). The sync is never retried: the store is failed,
+// and Create again, or Stream, returns that failure, not a rename error
+// (see TestStreamsDirSyncFailsStore).
 func TestCreateDirSyncFails(t *testing.T) {
 	dir := t.TempDir()
 	sdir := filepath.Join(dir, _streamsDir)
@@ -625,13 +627,12 @@ func TestCreateDirSyncFails(t *testing.T) {
 	if got := st.List(); len(got) != 1 || got[0] != "s" {
 		t.Fatalf("List after that Create = %q, want [s]", got)
 	}
-	if _, err := st.Create("s", nil); !errors.Is(err, ErrExists) {
-		t.Fatalf("Create again = %v, want ErrExists", err)
+	if _, err := st.Create("s", nil); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Create again = %v, want the store's failure (EIO)", err)
 	}
-	s, err := st.Stream("s")
-	noErr(t, err)
-	_, err = s.Publish([]byte("x"))
-	noErr(t, err)
+	if _, err := st.Stream("s"); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Stream = %v, want the store's failure (EIO)", err)
+	}
 }
 
 // TestAckWaitForever: an AckWait meant as "never redeliver"

@@ -145,6 +145,10 @@ type Store struct {
 		sync.Mutex
 		streams map[string]*Stream // every stream on disk. Protected by mu.
 		closed  bool               // Protected by mu.
+		// failed is set when an fsync of the streams directory failed
+		// (Create, Delete): never retried, it is what Create, Stream and
+		// Delete return from then on, and Close too. Protected by mu.
+		failed error
 	}
 	// count is len(mu.streams), for sizing a stream's buffers without mu.
 	count atomic.Int64
@@ -449,6 +453,9 @@ func (st *Store) Create(name string, cfg *Config) (*Stream, error) {
 	if st.mu.closed {
 		return nil, ErrClosed
 	}
+	if st.mu.failed != nil {
+		return nil, st.mu.failed
+	}
 	if _, ok := st.mu.streams[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrExists, name)
 	}
@@ -481,7 +488,8 @@ func (st *Store) Create(name string, cfg *Config) (*Stream, error) {
 	if err := fsys.SyncDir(sdir); err != nil {
 		// The rename may or may not survive a crash; the stream is whole
 		// either way, and there until then, but the caller must not rely
-		// on it.
+		// on it. The sync is never retried: the store is failed.
+		st.failSync(sdir, err)
 		return nil, fmt.Errorf("stream: create %q: sync %s: %w", name, sdir, err)
 	}
 	return s, nil
@@ -496,6 +504,9 @@ func (st *Store) Stream(name string) (*Stream, error) {
 	defer st.mu.Unlock()
 	if st.mu.closed {
 		return nil, ErrClosed
+	}
+	if st.mu.failed != nil {
+		return nil, st.mu.failed
 	}
 	s, ok := st.mu.streams[name]
 	if !ok {
@@ -522,6 +533,9 @@ func (st *Store) Delete(name string) error {
 	defer st.mu.Unlock()
 	if st.mu.closed {
 		return ErrClosed
+	}
+	if st.mu.failed != nil {
+		return st.mu.failed
 	}
 	s, ok := st.mu.streams[name]
 	if !ok {
@@ -551,16 +565,28 @@ func (st *Store) Delete(name string) error {
 	// From here on the stream is gone from this Store; what fails is
 	// only whether the deletion is durable, or its records' space freed.
 	if err := fsys.SyncDir(sdir); err != nil {
+		st.failSync(sdir, err)
 		return fmt.Errorf("stream: delete %q: deleted (%s renamed to %s), but a crash may bring it back: sync %s: %w", name, s.dir, gone, sdir, err)
 	}
 	if err := removeAll(fsys, gone); err != nil {
 		return fmt.Errorf("stream: delete %q: deleted (%s renamed to %s), but its files are left until the store is next opened: remove %s: %w", name, s.dir, gone, gone, err)
 	}
 	if err := fsys.SyncDir(sdir); err != nil {
+		st.failSync(sdir, err)
 		return fmt.Errorf("stream: delete %q: deleted (%s renamed to %s and removed), but a crash may leave its files until the store is next opened: sync %s: %w", name, s.dir, gone, sdir, err)
 	}
 	// The records are gone; an error closing the log does not matter.
 	return nil
+}
+
+// failSync fails the store after an fsync of the streams directory sdir
+// failed: the page cache may have dropped the entries it was to make
+// durable, and a later sync that succeeded would say nothing of them.
+// REQUIRES: st.mu is held.
+func (st *Store) failSync(sdir string, err error) {
+	if st.mu.failed == nil {
+		st.mu.failed = fmt.Errorf("stream: store %s failed: a sync of %s failed, and is never retried (streams created or deleted since the last sync may not survive a crash): %w", st.dir, sdir, err)
+	}
 }
 
 // List returns the names of the store's streams, sorted.
@@ -581,7 +607,8 @@ func (st *Store) List() []string {
 // GroupOptions.OnDead). Later calls return nil, once the first has
 // finished, except a call from OnDead, which returns at once: the first
 // may be waiting for that OnDead to return. Other methods return
-// ErrClosed.
+// ErrClosed. The first returns the store's failure, if a sync of the
+// streams directory failed (see Create and Delete).
 func (st *Store) Close() error {
 	st.mu.Lock()
 	if st.mu.closed {
@@ -594,6 +621,7 @@ func (st *Store) Close() error {
 	}
 	defer close(st.closed)
 	st.mu.closed = true
+	failed := st.mu.failed
 	streams := make([]*Stream, 0, len(st.mu.streams))
 	for _, s := range st.mu.streams {
 		streams = append(streams, s)
@@ -606,7 +634,7 @@ func (st *Store) Close() error {
 		errs = append(errs, s.shut(ErrClosed))
 	}
 	st.joinTimers()
-	errs = append(errs, st.lock.Close())
+	errs = append(errs, st.lock.Close(), failed)
 	return errors.Join(errs...)
 }
 
