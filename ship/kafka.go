@@ -174,7 +174,8 @@ type Stats struct {
 	Committed      uint64
 	LagRecords     uint64
 	OldestInFlight time.Duration
-	// LagBytes is the payload size of the records not yet acknowledged:
+	// LagBytes is the payload size of the records not yet acknowledged
+	// (for a Transactional shipper, whose transaction has not committed):
 	// exact for those read (in flight or about to be sent), and for those
 	// not read yet their count times the mean size of the records read
 	// this run. 0 once every record is shipped. Stats reads its counters
@@ -219,6 +220,9 @@ type Shipper struct {
 
 	shipped, bytes, skipped atomic.Uint64
 	txns                    atomic.Uint64
+	// txnRecs is the number of records in the open transaction, for
+	// Stats: acknowledged by Kafka or not, they wait for its commit.
+	txnRecs atomic.Int64
 	// txnRefused is set when a record of the open transaction got an
 	// error, whatever it was (see acked).
 	txnRefused atomic.Bool
@@ -548,12 +552,14 @@ func (s *Shipper) Stats() Stats {
 	if p := s.lastErr.Load(); p != nil {
 		st.LastError = *p
 	}
-	if st.InFlight > 0 {
+	if st.InFlight > 0 || s.txnRecs.Load() > 0 {
 		if ns := s.out[st.Committed&s.outMask].sent.Load(); ns != 0 {
-			st.OldestInFlight = max(time.Since(time.Unix(0, ns)), 0)
+			st.OldestUnshipped = max(time.Since(time.Unix(0, ns)), 0)
+			if st.InFlight > 0 {
+				st.OldestInFlight = st.OldestUnshipped
+			}
 		}
 	}
-	st.OldestUnshipped = st.OldestInFlight
 	st.LagBytes = uint64(max(s.pendingBytes.Load(), 0))
 	if next, read := st.Committed+st.LagRecords, max(s.nextRead.Load(), st.Committed); next > read {
 		unread := next - read
@@ -1179,6 +1185,7 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 		if s.txn.open {
 			s.txn.seqs = append(s.txn.seqs, seq)
 			s.txn.bytes += uint64(len(rec))
+			s.txnRecs.Store(int64(len(s.txn.seqs)))
 		}
 		s.inFlight.Add(1)
 		o.sent.Store(time.Now().UnixNano())
@@ -1278,7 +1285,10 @@ func (s *Shipper) closeTxn() {
 		s.txn.cancelDue()
 	}
 	s.txn.open, s.txn.due, s.txn.cancelDue = false, nil, nil
+	// Shipped or not, its records are no longer read and waiting.
+	s.pendingBytes.Add(-int64(s.txn.bytes))
 	s.txn.seqs, s.txn.bytes = s.txn.seqs[:0], 0
+	s.txnRecs.Store(0)
 }
 
 // abortTxn aborts the open transaction (or, after a failed commit, makes
@@ -1329,7 +1339,9 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 	seq := seqOf(r)
 	// Counted in flight until done with r and its slot (see settle).
 	defer s.doneInFlight()
-	s.pendingBytes.Add(-int64(len(r.Value)))
+	if !s.o.Transactional {
+		s.pendingBytes.Add(-int64(len(r.Value))) // for a Transactional shipper, once its transaction ends (closeTxn)
+	}
 	if err != nil {
 		s.txnRefused.Store(true)
 		s.setErr(fmt.Sprintf("produce seq %d: %v", seq, err))
