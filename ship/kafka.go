@@ -1110,6 +1110,11 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 		})
 	}
 	for s.o.Follow || next < end {
+		if ctx.Err() != nil {
+			// Stopped: the source returns a record it holds whatever
+			// its ctx, and a done ctx makes each transaction due at once.
+			break
+		}
 		if s.txn.open && isDone(s.txn.due) {
 			if stop, err := s.commitDue(prodCtx); stop {
 				return err
