@@ -1110,7 +1110,7 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 		})
 	}
 	for s.o.Follow || next < end {
-		if ctx.Err() != nil {
+		if isDone(ctx) {
 			// Stopped: the source returns a record it holds whatever
 			// its ctx, and a done ctx makes each transaction due at once.
 			break
