@@ -21,26 +21,10 @@ func TestAckRacingClose(t *testing.T) {
 		ackers  = 4
 		rounds  = 30
 	)
-	ctx := context.Background()
 	for _, closer := range []string{"group", "store"} {
 		t.Run("close="+closer, func(t *testing.T) {
 			for round := range rounds {
-				mem := vfs.NewMem()
-				st, err := Open("/st", &Options{IdleTimeout: -1, fsys: mem})
-				noErr(t, err)
-				s, err := st.Create("s", nil)
-				noErr(t, err)
-				g, err := s.Group("g", &GroupOptions{CheckpointEvery: 1 << 40})
-				noErr(t, err)
-				for range records {
-					_, err := s.Publish([]byte("x"))
-					noErr(t, err)
-				}
-				noErr(t, s.WaitDurable(ctx, records))
-				for range records {
-					_, err := g.Next(ctx, nil)
-					noErr(t, err)
-				}
+				mem, st, s, g := deliveredGroup(t, records)
 				// Each acker acks its share of the records in order; the
 				// close comes once the first has begun.
 				var errs [records + 1]error
@@ -72,7 +56,7 @@ func TestAckRacingClose(t *testing.T) {
 						prefix = seq
 					}
 				}
-				st, err = Open("/st", &Options{IdleTimeout: -1, fsys: mem})
+				st, err := Open("/st", &Options{IdleTimeout: -1, fsys: mem})
 				noErr(t, err)
 				s, err = st.Stream("s")
 				noErr(t, err)
@@ -95,4 +79,29 @@ func describeAck(errs []error, seq uint64) string {
 		return "(none: every record acked)"
 	}
 	return fmt.Sprint(errs[seq])
+}
+
+// deliveredGroup opens a store on a new MemFS holding stream "s" with n
+// durable records, all of them delivered to its group "g" (checkpointed
+// only by Close), for the tests of Acks racing a close.
+func deliveredGroup(t *testing.T, n int) (*vfs.MemFS, *Store, *Stream, *Group) {
+	t.Helper()
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	st, err := Open("/st", &Options{IdleTimeout: -1, fsys: mem})
+	noErr(t, err)
+	s, err := st.Create("s", nil)
+	noErr(t, err)
+	g, err := s.Group("g", &GroupOptions{CheckpointEvery: 1 << 40})
+	noErr(t, err)
+	for range n {
+		_, err := s.Publish([]byte("x"))
+		noErr(t, err)
+	}
+	noErr(t, s.WaitDurable(ctx, uint64(n)))
+	for range n {
+		_, err := g.Next(ctx, nil)
+		noErr(t, err)
+	}
+	return mem, st, s, g
 }

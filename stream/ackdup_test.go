@@ -1,12 +1,9 @@
 package stream
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"testing"
-
-	"github.com/appendlog/appendlog/internal/vfs"
 )
 
 // TestDuplicateAckRacingClose is TestAckRacingClose with every record
@@ -21,26 +18,10 @@ func TestDuplicateAckRacingClose(t *testing.T) {
 		ackers  = 4
 		rounds  = 30
 	)
-	ctx := context.Background()
 	for _, closer := range []string{"group", "store"} {
 		t.Run("close="+closer, func(t *testing.T) {
 			for round := range rounds {
-				mem := vfs.NewMem()
-				st, err := Open("/st", &Options{IdleTimeout: -1, fsys: mem})
-				noErr(t, err)
-				s, err := st.Create("s", nil)
-				noErr(t, err)
-				g, err := s.Group("g", &GroupOptions{CheckpointEvery: 1 << 40})
-				noErr(t, err)
-				for range records {
-					_, err := s.Publish([]byte("x"))
-					noErr(t, err)
-				}
-				noErr(t, s.WaitDurable(ctx, records))
-				for range records {
-					_, err := g.Next(ctx, nil)
-					noErr(t, err)
-				}
+				mem, st, s, g := deliveredGroup(t, records)
 				var errs [2][records + 1]error
 				var wg sync.WaitGroup
 				started := make(chan struct{})
@@ -72,7 +53,7 @@ func TestDuplicateAckRacingClose(t *testing.T) {
 						prefix = seq
 					}
 				}
-				st, err = Open("/st", &Options{IdleTimeout: -1, fsys: mem})
+				st, err := Open("/st", &Options{IdleTimeout: -1, fsys: mem})
 				noErr(t, err)
 				s, err = st.Stream("s")
 				noErr(t, err)
