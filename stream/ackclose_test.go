@@ -24,7 +24,7 @@ func TestAckRacingClose(t *testing.T) {
 	for _, closer := range []string{"group", "store"} {
 		t.Run("close="+closer, func(t *testing.T) {
 			for round := range rounds {
-				mem, st, s, g := deliveredGroup(t, records)
+				mem, st, g := deliveredGroup(t, records)
 				// Each acker acks its share of the records in order; the
 				// close comes once the first has begun.
 				var errs [records + 1]error
@@ -58,7 +58,7 @@ func TestAckRacingClose(t *testing.T) {
 				}
 				st, err := Open("/st", &Options{IdleTimeout: -1, fsys: mem})
 				noErr(t, err)
-				s, err = st.Stream("s")
+				s, err := st.Stream("s")
 				noErr(t, err)
 				g, err = s.Group("g", nil)
 				noErr(t, err)
@@ -84,7 +84,7 @@ func describeAck(errs []error, seq uint64) string {
 // deliveredGroup opens a store on a new MemFS holding stream "s" with n
 // durable records, all of them delivered to its group "g" (checkpointed
 // only by Close), for the tests of Acks racing a close.
-func deliveredGroup(t *testing.T, n int) (*vfs.MemFS, *Store, *Stream, *Group) {
+func deliveredGroup(t *testing.T, n int) (*vfs.MemFS, *Store, *Group) {
 	t.Helper()
 	ctx := context.Background()
 	mem := vfs.NewMem()
@@ -103,5 +103,5 @@ func deliveredGroup(t *testing.T, n int) (*vfs.MemFS, *Store, *Stream, *Group) {
 		_, err := g.Next(ctx, nil)
 		noErr(t, err)
 	}
-	return mem, st, s, g
+	return mem, st, g
 }

@@ -21,7 +21,7 @@ func TestDuplicateAckRacingClose(t *testing.T) {
 	for _, closer := range []string{"group", "store"} {
 		t.Run("close="+closer, func(t *testing.T) {
 			for round := range rounds {
-				mem, st, s, g := deliveredGroup(t, records)
+				mem, st, g := deliveredGroup(t, records)
 				var errs [2][records + 1]error
 				var wg sync.WaitGroup
 				started := make(chan struct{})
@@ -55,7 +55,7 @@ func TestDuplicateAckRacingClose(t *testing.T) {
 				}
 				st, err := Open("/st", &Options{IdleTimeout: -1, fsys: mem})
 				noErr(t, err)
-				s, err = st.Stream("s")
+				s, err := st.Stream("s")
 				noErr(t, err)
 				g, err = s.Group("g", nil)
 				noErr(t, err)
