@@ -183,7 +183,9 @@
 // frames; stops at the first frame that does not decode (a torn write);
 // zeroes every non-zero word after the last valid frame (to the end of the
 // file, or of what a clean Close left); sets the tail there; and zeroes
-// waiters. [Log.Recovery] reports what it did. Other files are full and
+// waiters and every slot's first (the tail may have moved back before a
+// first stored earlier, and a process of a binary that predates the word
+// takes a slot without storing it). [Log.Recovery] reports what it did. Other files are full and
 // were not being written; [Verify] checks them.
 //
 // # Closing and trimming

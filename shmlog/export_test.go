@@ -43,3 +43,10 @@ func (l *Log) SetSlotGen(s int, gen uint64) {
 
 // Slot returns the index of l's slot.
 func (l *Log) Slot() int { return l.slot }
+
+// SlotFirst returns slot s's first word.
+func (l *Log) SlotFirst(s int) uint64 { return l.hdr.slot(s, _slotFirst).Load() }
+
+// SetSlotFirst sets slot s's first word, as a process of a binary that
+// predates the word leaves it when it takes the slot.
+func (l *Log) SetSlotFirst(s int, v uint64) { l.hdr.slot(s, _slotFirst).Store(v) }

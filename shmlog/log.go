@@ -295,6 +295,15 @@ func (l *Log) open() error {
 		// No other Log or Reader has the log open: whoever had it is gone.
 		l.recovery = recoverFile(f, l.capacity)
 		l.hdr.waiters().Store(0)
+		// Recovery may move the tail back, so a slot's first word stored
+		// before it can lie past claims made since: a process of a binary
+		// that predates the word takes a slot without storing it, and
+		// readers would take its live claims for an earlier owner's. With
+		// the words cleared here, every first word is at or before the
+		// tail (tails only grow until the next recovery).
+		for s := range _slots {
+			l.hdr.slot(s, _slotFirst).Store(0)
+		}
 		if err := sys.Lock(f0, false); err != nil {
 			f.unmap()
 			return fmt.Errorf("shmlog: open: %w", err)
