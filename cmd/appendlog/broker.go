@@ -636,10 +636,12 @@ func (b *brokerRun) checkResumePoints() error {
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 		case err != nil:
-			return err
+			return fmt.Errorf("read the groups' checkpoints: %w", err)
 		default:
 			if err := json.Unmarshal(buf, &old); err != nil {
-				return fmt.Errorf("%s: %w", filepath.Join(dir, _groupMarks), err)
+				// Left as it is: what it held is the record to look at.
+				return fmt.Errorf("read the groups' checkpoints: %s is damaged (remove it to resume without checking where the groups resume): %w",
+					filepath.Join(dir, _groupMarks), err)
 			}
 		}
 		for _, gr := range b.groups {
@@ -660,7 +662,10 @@ func (b *brokerRun) checkResumePoints() error {
 			}
 		}
 	}
-	return writeRunFile(dir, _groupMarks, marks)
+	if err := writeRunFile(dir, _groupMarks, marks); err != nil {
+		return fmt.Errorf("record the groups' checkpoints: %w", err)
+	}
+	return nil
 }
 
 // markEnd records the checkpoint each group was left at as exact: the
@@ -798,7 +803,7 @@ func (b *brokerRun) run(ctx context.Context) error {
 
 	if b.temp == "" { // a directory removed at the end is never resumed
 		if err := b.checkResumePoints(); err != nil {
-			return errors.Join(fmt.Errorf("record the groups' checkpoints: %w", err), b.st.Close())
+			return errors.Join(err, b.st.Close())
 		}
 	}
 
