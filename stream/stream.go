@@ -204,6 +204,25 @@ func (s *Stream) WaitDurable(ctx context.Context, seq uint64) error {
 	}
 }
 
+// Flush waits until every record published before the call was handed to
+// the OS (written, not yet durable: see WaitDurable). Cancelling ctx
+// abandons the wait, not the write.
+func (s *Stream) Flush(ctx context.Context) error {
+	for {
+		l, err := s.log()
+		if err != nil {
+			return err
+		}
+		err = l.Flush(ctx)
+		if err != nil && s.retry(l, err) {
+			// Closing the log wrote it: a reopened log has every record
+			// the old one had.
+			continue
+		}
+		return s.mapErr(err)
+	}
+}
+
 // NextSeq returns the sequence number the next record published gets
 // (Stats().NextSeq, without Stats' listing of the stream's files). It is
 // cheap enough to poll. Its first call on a stream this Store has not

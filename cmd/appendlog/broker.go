@@ -871,7 +871,7 @@ func (b *brokerRun) run(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := flushStream(s, next-1); err != nil {
+		if err := s.Flush(runCtx); err != nil && runCtx.Err() == nil {
 			cancel(fmt.Errorf("flush stream %s: %w", s.Name(), err))
 		}
 	}
@@ -937,15 +937,6 @@ func (b *brokerRun) run(ctx context.Context) error {
 		err = errInterrupted
 	}
 	return errors.Join(err, closeErr)
-}
-
-// flushStream returns once record last of s, and with it every record
-// before it, was handed to the OS. The stream has no Flush; it reads the
-// record instead: a stream's reader sees a record only once the log's
-// flusher wrote it, and a waiting reader makes the flusher write at once
-// rather than after its flush interval.
-func flushStream(s *stream.Stream, last uint64) error {
-	return s.Scan(last, func(uint64, []byte) error { return nil })
 }
 
 // publish runs publisher p: round robin over its lanes until each has
