@@ -171,13 +171,10 @@ type Group struct {
 	done chan struct{}
 	// pass is held by the timer during each pass (deadlines and
 	// checkpoint), not while it calls OnDead; calling is set, under pass,
-	// while it does.
+	// while it does (the store records the timer's goroutine id for as
+	// long: see Store.inOnDead).
 	pass    sync.Mutex
 	calling atomic.Bool
-	// onDeadG is the goroutine id (see goid) of the timer while it calls
-	// OnDead, 0 otherwise: Close waits for the timer unless it is called
-	// from that goroutine.
-	onDeadG atomic.Uint64
 	// closed is closed when the first close has finished: a close called
 	// meanwhile, from another goroutine, waits for it.
 	closed chan struct{}
@@ -1057,13 +1054,12 @@ func (g *Group) timer() {
 				g.truncate(acked)
 			}
 		}
-		// Set under pass, as calling is: a close that took pass after
-		// this pass sees whom not to wait for.
+		// Set under pass: a close that took pass after this pass sees
+		// whom not to wait for.
 		calling := len(deadSeqs) > 0
 		var id uint64
 		if calling {
 			id = goid()
-			g.onDeadG.Store(id)
 			g.s.st.onDeadBegin(id)
 		}
 		g.calling.Store(calling)
@@ -1073,7 +1069,6 @@ func (g *Group) timer() {
 		}
 		if calling {
 			g.s.st.onDeadEnd(id)
-			g.onDeadG.Store(0)
 		}
 		g.calling.Store(false)
 	}
@@ -1101,8 +1096,10 @@ func (g *Group) Close() error {
 // exits without running user code. It holds no lock: OnDead may take any.
 func (g *Group) join() {
 	// close took pass after it stopped the timer: a pass that set
-	// onDeadG came before, and no pass sets it after.
-	if id := g.onDeadG.Load(); id != 0 && (id == _unknownG || g.s.st.inOnDead()) {
+	// calling came before, and no pass sets it after. A timer whose
+	// goroutine id could not be read is in the store's record as
+	// _unknownG, which inOnDead takes for any caller.
+	if g.calling.Load() && g.s.st.inOnDead() {
 		return
 	}
 	<-g.done

@@ -189,34 +189,27 @@ func (s *Stream) PublishBatch(ps [][]byte) (first uint64, err error) {
 // durable (fdatasynced): the confirm of a publish. Waiters of every
 // publisher share each fdatasync (group commit).
 func (s *Stream) WaitDurable(ctx context.Context, seq uint64) error {
-	for {
-		l, err := s.log()
-		if err != nil {
-			return err
-		}
-		err = l.WaitDurable(ctx, seq)
-		if err != nil && s.retry(l, err) {
-			// Closing the log synced it: a reopened log has every record
-			// the old one had.
-			continue
-		}
-		return s.mapErr(err)
-	}
+	return s.awaitLog(func(l *wal.Log) error { return l.WaitDurable(ctx, seq) })
 }
 
 // Flush waits until every record published before the call was handed to
 // the OS (written, not yet durable: see WaitDurable). Cancelling ctx
 // abandons the wait, not the write.
 func (s *Stream) Flush(ctx context.Context) error {
+	return s.awaitLog(func(l *wal.Log) error { return l.Flush(ctx) })
+}
+
+// awaitLog runs wait, a wait on the stream's log, again on the log opened
+// anew when the one it waited on was closed idle: closing the log wrote
+// and synced it, so the reopened log has every record the old one had.
+func (s *Stream) awaitLog(wait func(l *wal.Log) error) error {
 	for {
 		l, err := s.log()
 		if err != nil {
 			return err
 		}
-		err = l.Flush(ctx)
+		err = wait(l)
 		if err != nil && s.retry(l, err) {
-			// Closing the log wrote it: a reopened log has every record
-			// the old one had.
 			continue
 		}
 		return s.mapErr(err)

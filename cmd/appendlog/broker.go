@@ -361,7 +361,7 @@ func runBroker(cmd *cobra.Command, f *brokerFlags) (err error) {
 			// A script reading the last line of stdout gets the failure
 			// there too, as after a failed run. The flags are as given
 			// (the rate left out: a NaN one has no JSON form).
-			err = errors.Join(err, printBrokerJSON(cmd.OutOrStdout(), &brokerResult{Mode: f.mode, Streams: f.streams,
+			err = errors.Join(err, json.NewEncoder(cmd.OutOrStdout()).Encode(&brokerResult{Mode: f.mode, Streams: f.streams,
 				Publishers: f.publishers, Consumers: f.consumers, Size: f.size, Sync: f.sync,
 				Resumed: f.resume, Error: err.Error(), Dir: f.dir, Kept: f.dir != ""}))
 		}
@@ -1249,7 +1249,7 @@ func (b *brokerRun) report(runErr error) error {
 		fmt.Fprintf(w, "  stopped: %s\n", r.Error)
 	}
 	if b.f.json {
-		if err := printBrokerJSON(b.stdout, r); err != nil {
+		if err := json.NewEncoder(b.stdout).Encode(r); err != nil {
 			return err
 		}
 	}
@@ -1257,16 +1257,6 @@ func (b *brokerRun) report(runErr error) error {
 		return &exitError{exitFailure}
 	}
 	return nil
-}
-
-// printBrokerJSON prints r as one line of JSON: --json's output.
-func printBrokerJSON(w io.Writer, r *brokerResult) error {
-	out, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", out)
-	return err
 }
 
 // groupRun is one consumer group of the run and what it received.

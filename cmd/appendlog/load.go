@@ -219,7 +219,7 @@ func runLoad(cmd *cobra.Command, f *loadFlags) (err error) {
 		if f.json {
 			// A script reading the last line of stdout gets the failure
 			// there too, as after a run stopped early.
-			err = errors.Join(err, printLoadJSON(cmd.OutOrStdout(), &loadResult{Requested: f.records, Writers: f.writers,
+			err = errors.Join(err, json.NewEncoder(cmd.OutOrStdout()).Encode(&loadResult{Requested: f.records, Writers: f.writers,
 				Size: f.size, Sync: f.sync, SegmentSize: f.segmentSize, Dir: f.dir, Kept: f.dir != "", Error: err.Error()}))
 		}
 		return err
@@ -393,7 +393,7 @@ func (r *loadRun) finish(elapsed time.Duration, runErr error) error {
 		printLoadSummary(r.stderr, res)
 	}
 	if f.json {
-		if err := printLoadJSON(r.stdout, res); err != nil {
+		if err := json.NewEncoder(r.stdout).Encode(res); err != nil {
 			return err
 		}
 	}
@@ -401,16 +401,6 @@ func (r *loadRun) finish(elapsed time.Duration, runErr error) error {
 		return &exitError{exitFailure}
 	}
 	return nil
-}
-
-// printLoadJSON prints res as one line of JSON: --json's output.
-func printLoadJSON(w io.Writer, res *loadResult) error {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
 }
 
 // recordCounts returns how many records of size bytes, from seq first on,
