@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,6 +57,9 @@ type Broker struct {
 	cmd    *exec.Cmd     // Protected by mu.
 	exited chan struct{} // closed when cmd exits. Protected by mu.
 	logs   *lockedWriter // its output. Protected by mu.
+	// stopping is set by Stop before it signals the broker: an exit
+	// before it is the broker dying under the test. Protected by mu.
+	stopping bool
 }
 
 // Start starts a broker for t and stops it when t ends. It returns once the
@@ -108,11 +112,37 @@ func (b *Broker) start() {
 	logs := &lockedWriter{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	sys.DieWithParent(cmd) // never outlives the test
-	if err := cmd.Start(); err != nil {
+	// The parent-death signal follows the thread that started the
+	// process, not the test process: start it from a thread locked to a
+	// goroutine that lives as long as the broker, so that no thread exit
+	// kills the broker under a running test.
+	started := make(chan error, 1)
+	exited := make(chan struct{})
+	b.mu.Lock()
+	b.stopping = false
+	b.mu.Unlock()
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the broker
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(exited)
+			return
+		}
+		started <- nil
+		err := cmd.Wait()
+		b.mu.Lock()
+		dying := !b.stopping
+		b.mu.Unlock()
+		if dying {
+			// Said here, with its output, since the test then fails
+			// with no more than a refused connection.
+			b.t.Logf("kafkatest: the broker exited while the test ran (%v):\n%s", err, tail(logs.String()))
+		}
+		close(exited)
+	}()
+	if err := <-started; err != nil {
 		b.t.Fatalf("kafkatest: start the broker: %v", err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
 	b.mu.Lock()
 	b.cmd, b.exited, b.logs = cmd, exited, logs
 	b.mu.Unlock()
@@ -156,6 +186,7 @@ func (b *Broker) WaitReady() {
 func (b *Broker) Stop() {
 	b.mu.Lock()
 	cmd, exited := b.cmd, b.exited
+	b.stopping = true
 	b.mu.Unlock()
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
