@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/appendlog/appendlog/internal/vfs"
 	"github.com/appendlog/appendlog/internal/walhook"
 	"github.com/appendlog/appendlog/wal"
 )
@@ -325,17 +326,19 @@ func scan(r *wal.Reader, from, end uint64, fn func(seq uint64, rec []byte) error
 }
 
 // checkDir shuts a stream whose log is open and whose directory, or log
-// directory, was removed outside the store: its log writes into files no
-// one can open again, so every later call fails, naming the directory.
-// The janitor calls it every period.
+// directory, was removed outside the store, or replaced by a file: its
+// log writes into files no one can open again, so every later call
+// fails, naming the directory. The janitor calls it every period.
 func (s *Stream) checkDir() {
 	if s.cur.Load() == nil {
 		return // a log opened again checks first
 	}
+	fsys := s.st.fsys
 	gone := s.dir
-	if _, err := s.st.fsys.Stat(filepath.Join(s.dir, _streamFile)); !errors.Is(err, fs.ErrNotExist) {
+	_, err := fsys.Stat(filepath.Join(s.dir, _streamFile))
+	if !notDir(fsys, s.dir) && !errors.Is(err, fs.ErrNotExist) {
 		gone = filepath.Join(s.dir, _logDir)
-		if _, err := s.st.fsys.Stat(gone); !errors.Is(err, fs.ErrNotExist) {
+		if !notDir(fsys, gone) {
 			return
 		}
 	}
@@ -343,8 +346,19 @@ func (s *Stream) checkDir() {
 	s.st.mu.Lock()
 	defer s.st.mu.Unlock()
 	if s.st.mu.streams[s.name] == s {
-		_ = s.shut(fmt.Errorf("its directory %s was removed outside the store: records published since may be lost", gone))
+		_ = s.shut(fmt.Errorf("its directory %s was removed or replaced outside the store: records published since may be lost", gone))
 	}
+}
+
+// notDir reports whether path is missing or is not a directory (a file
+// put in place of one). Another error (the stat failed) is not taken for
+// either.
+func notDir(fsys vfs.FS, path string) bool {
+	fi, err := fsys.Stat(path)
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	return !fi.IsDir()
 }
 
 // closeIdle closes the log of a stream the janitor found unused for two
