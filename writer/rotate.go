@@ -1043,16 +1043,24 @@ func (s *rotSink) prune() error {
 // exactly one file.
 func (s *rotSink) recover() error {
 	dir := filepath.Dir(s.path)
-	names, err := s.fsys.List(dir)
+	ents, err := s.fsys.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil // OpenFile reports the missing directory
 		}
 		return fmt.Errorf("writer: rotate: %w", err)
 	}
-	have := make(map[string]bool, len(names))
-	for _, n := range names {
-		have[n] = true
+	// Rotation and compression make regular files only: a directory or a
+	// symbolic link under a compressed copy's name is someone else's, so
+	// it neither stands for a finished compression (the backup beside it
+	// keeps its records) nor is removed as a leftover.
+	var names []string
+	have := make(map[string]bool, len(ents))
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			names = append(names, e.Name())
+			have[e.Name()] = true
+		}
 	}
 	changed := false
 	for _, n := range names {

@@ -1,0 +1,53 @@
+package writer
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestRecoverLeavesOthersEntries checks that OpenFile's clean-up after a
+// crash (recover) takes only regular files for backups and their
+// compressed copies: a directory or a symbolic link under a compressed
+// backup's name is not a finished compression, so the backup beside it
+// keeps its records, and a directory or link under a temporary file's name
+// is not ours to remove.
+func TestRecoverLeavesOthersEntries(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	bdir := backupName(path, at)                    // beside a directory named as its .gz
+	blink := backupName(path, at.Add(time.Second))  // beside a link named as its .zst
+	tdir := backupName(path, at.Add(2*time.Second)) // a directory named as its .gz.tmp
+	for _, b := range []string{bdir, blink, tdir} {
+		if err := os.WriteFile(b, []byte("kept\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{bdir + ".gz", tdir + ".gz.tmp"} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(dir, "elsewhere"), blink+".zst"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenFile(path, &RingOptions{Rotate: &Rotate{MaxBytes: MinRotateBytes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{bdir, blink, tdir} {
+		if got, err := os.ReadFile(b); err != nil || string(got) != "kept\n" {
+			t.Errorf("backup %s: %q, %v: removed as if compressed", filepath.Base(b), got, err)
+		}
+	}
+	for _, d := range []string{bdir + ".gz", tdir + ".gz.tmp", blink + ".zst"} {
+		if _, err := os.Lstat(d); err != nil {
+			t.Errorf("%s, not ours: %v", filepath.Base(d), err)
+		}
+	}
+}
