@@ -192,7 +192,8 @@
 //
 // Every open Log and Reader holds a shared flock on file 0 for its
 // lifetime. Close takes the exclusive flock of P.lock (which Open also
-// holds while it joins), unmaps, and if it can then take an exclusive flock
+// holds while it joins; if it cannot, it trims nothing and returns why),
+// unmaps, and if it can then take an exclusive flock
 // on file 0 it is the last user: it cuts the active file after its tail
 // (rounded up to a page, never past the file's full size), unless P no
 // longer names the file 0 it opened (the files were removed or replaced: a

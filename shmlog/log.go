@@ -913,13 +913,16 @@ func (l *Log) Close() error {
 		st := state.Load()
 		state.CompareAndSwap(st, (st>>32+1)<<32)
 	}
+	// Lock even if lockf is nil: a roll whose lockLog failed after it
+	// closed the lock file it held leaves it so. Without the lock, trim
+	// nothing.
 	var err error
-	if l.lockf != nil {
+	cur := l.cur.Swap(nil)
+	if cur != nil {
 		if err = l.lockLog(); err != nil {
-			err = fmt.Errorf("shmlog: close: %w", err)
+			err = fmt.Errorf("shmlog: close: %w (the active file is not trimmed)", err)
 		}
 	}
-	cur := l.cur.Swap(nil)
 	l.release()
 	if err == nil && cur != nil {
 		err = l.trimIfLast()
