@@ -3,6 +3,7 @@ package writer
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,5 +50,56 @@ func TestRecoverLeavesOthersEntries(t *testing.T) {
 		if _, err := os.Lstat(d); err != nil {
 			t.Errorf("%s, not ours: %v", filepath.Base(d), err)
 		}
+	}
+}
+
+// TestCompressNeverWritesThroughALink: a symbolic link under the name of
+// a backup's temporary compressed file (someone else's: rotation makes
+// regular files only) is not followed. Compression wrote through it,
+// truncating the file it named and filling it with the backup's
+// compressed bytes, then renamed the link into the compressed copy's
+// place and removed the backup. The compression is refused instead,
+// reported, and the backup left as it was.
+func TestCompressNeverWritesThroughALink(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	victim := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(victim, []byte("precious\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := backupName(path, time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	if err := os.WriteFile(b, []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, b+".gz.tmp"); err != nil {
+		t.Fatal(err)
+	}
+	reported := make(chan error, 16)
+	r, err := OpenFile(path, &RingOptions{
+		Rotate:  &Rotate{MaxBytes: MinRotateBytes, Compression: Gzip},
+		OnError: func(err error) { reported <- err },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(victim); err != nil || string(got) != "precious\n" {
+		t.Errorf("the file the link names: %q, %v: written through the link", got, err)
+	}
+	if got, err := os.ReadFile(b); err != nil || string(got) != "kept\n" {
+		t.Errorf("backup: %q, %v", got, err)
+	}
+	if fi, err := os.Lstat(b + ".gz.tmp"); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link: %v, %v", fi, err)
+	}
+	select {
+	case err := <-reported:
+		if !strings.Contains(err.Error(), b) {
+			t.Errorf("reported %v: does not name the backup", err)
+		}
+	default:
+		t.Errorf("the refused compression was not reported (Stats.RotationErrors = %d)", r.Stats().RotationErrors)
 	}
 }

@@ -899,9 +899,12 @@ func (s *rotSink) compress(name string) error {
 	}
 	ext := compressedExt(s.rot.codec())
 	tmp := name + ext + ".tmp"
-	dst, err := s.fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, s.perm)
+	// Never through a link: a file of someone else's under the temporary
+	// name would be truncated and overwritten, and the link renamed into
+	// the compressed copy's place.
+	dst, err := s.fsys.OpenRegular(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, s.perm)
 	if err != nil {
-		return fmt.Errorf("writer: compress: %w", err)
+		return fmt.Errorf("writer: compress %s: %w", name, err)
 	}
 	err = func() error {
 		var zw io.WriteCloser
