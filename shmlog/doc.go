@@ -185,8 +185,12 @@
 // file, or of what a clean Close left); sets the tail there; and zeroes
 // waiters and every slot's first (the tail may have moved back before a
 // first stored earlier, and a process of a binary that predates the word
-// takes a slot without storing it). [Log.Recovery] reports what it did. Other files are full and
-// were not being written; [Verify] checks them.
+// takes a slot without storing it). Files after the active one are
+// recovered so too: a power cut that lost file 0's move of active (not
+// yet made durable by a Sync) leaves the file it moved to with records, a
+// tail word that may lag them and maybe a torn last frame, and a roll
+// keeps that file. [Log.Recovery] reports what it did. Files before the
+// active one are full and were not being written; [Verify] checks them.
 //
 // # Closing and trimming
 //

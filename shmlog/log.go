@@ -294,6 +294,10 @@ func (l *Log) open() error {
 	if alone {
 		// No other Log or Reader has the log open: whoever had it is gone.
 		l.recovery = recoverFile(f, l.capacity)
+		if err := l.recoverLater(f.idx); err != nil {
+			f.unmap()
+			return err
+		}
 		l.hdr.waiters().Store(0)
 		// Recovery may move the tail back, so a slot's first word stored
 		// before it can lie past claims made since: a process of a binary
@@ -313,6 +317,35 @@ func (l *Log) open() error {
 	l.mu.files = append(l.mu.files, f)
 	l.cur.Store(f)
 	return l.register()
+}
+
+// recoverLater recovers the files after the active file a, if there are
+// any: a power cut can lose file 0's move of active to a file that then
+// took records (Sync makes the move durable; page writeback keeps no
+// order), whose tail word may lag its frames and whose last frame may be
+// torn. A roll keeps such a file and appends at its tail: recovered, it
+// appends after its last valid frame, not over its records. No process
+// maps a file after the active one, so this is safe alone.
+// REQUIRES: no other process has the log open; the exclusive lock of
+// path.lock.
+func (l *Log) recoverLater(a uint64) error {
+	for i := a + 1; i < 1<<31; i++ {
+		if _, err := os.Stat(fileName(l.path, i)); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		f, err := mapFile(l.path, i, l.capacity, true)
+		if err != nil {
+			return fmt.Errorf("shmlog: open: recover file %d after the active file %d: %w", i, a, err)
+		}
+		rec := recoverFile(f, l.capacity)
+		f.unmap()
+		l.recovery.Padded += rec.Padded
+		l.recovery.Cut += rec.Cut
+		if l.recovery.Damage == nil {
+			l.recovery.Damage = rec.Damage
+		}
+	}
+	return nil
 }
 
 // lockLog takes the exclusive flock of path.lock, which serialises Open's
