@@ -178,6 +178,14 @@ func runShmLoad(stdout, stderr io.Writer, f shmFlags) error {
 	if _, err := os.Stat(f.file); !errors.Is(err, fs.ErrNotExist) {
 		return usagef("--file %s exists (or cannot be checked: %v); shm load creates a new log", f.file, err)
 	}
+	base := f.file + ".baseline"
+	if f.baseline {
+		// The baseline's file is written and then removed: never one
+		// that was there before.
+		if _, err := os.Lstat(base); !errors.Is(err, fs.ErrNotExist) {
+			return usagef("%s exists (or cannot be checked: %v); shm load writes its baseline there and removes it: move it away, or pass --baseline=false", base, err)
+		}
+	}
 	// Create the log with its file size; the workers join it.
 	l, err := shmlog.Open(f.file, &shmlog.Options{MaxFileSize: f.maxFileSize})
 	if err != nil {
@@ -217,7 +225,16 @@ func runShmLoad(stdout, stderr io.Writer, f shmFlags) error {
 	fmt.Fprintf(stdout, "shmlog: %d processes × %d records of %d B: %d records in %.3fs: %.0f records/s\n",
 		f.processes, f.records, f.size, found, res.Seconds, res.RecordsPerSec)
 	if f.baseline {
-		base := f.file + ".baseline"
+		// Made here, exclusively, so that the file removed below is the
+		// one this run made; the workers only append to it.
+		bf, err := os.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return fmt.Errorf("create the baseline file: %w", err)
+		}
+		if err := bf.Close(); err != nil {
+			os.Remove(base)
+			return fmt.Errorf("create the baseline file: %w", err)
+		}
 		btook, err := runWorkers(f, "baseline", nil)
 		if err != nil {
 			os.Remove(base)
@@ -343,7 +360,8 @@ func runShmWorker(stdout io.Writer, f shmFlags) error {
 		appendRec = func(p []byte) error { _, err := l.Append(p); return err }
 		closeFn = l.Close
 	case "baseline":
-		fd, err := os.OpenFile(f.file+".baseline", os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		// The parent made the file; a worker never creates one.
+		fd, err := os.OpenFile(f.file+".baseline", os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
 			return err
 		}

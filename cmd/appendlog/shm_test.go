@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,4 +154,29 @@ func TestShmVerify(t *testing.T) {
 	expect(t, runInProcess("shm", "verify"), exitUsage)
 	expect(t, runInProcess("shm", "verify", ""), exitUsage, "empty FILE argument")
 	expect(t, runInProcess("shm"), exitUsage, "missing subcommand (load or verify)")
+}
+
+// TestShmLoadKeepsExistingBaseline: shm load writes its baseline to
+// F.baseline and removes it at the end. A file of that name that was there
+// before is not the run's to append to or remove: load refuses to start,
+// naming it, and leaves it (and F) as they were.
+func TestShmLoadKeepsExistingBaseline(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "shm")
+	base := file + ".baseline"
+	keep := []byte("a file the user made\n")
+	writeFile(t, base, keep)
+	r := cli(t, "shm", "load", "--file", file, "--processes", "1", "--records", "10", "--size", "64", "--json")
+	expect(t, r, exitUsage, base, "--baseline=false")
+	if got, err := os.ReadFile(base); err != nil || !bytes.Equal(got, keep) {
+		t.Fatalf("%s after shm load: %q, %v; want %q untouched\n%s", base, got, err, keep, r)
+	}
+	if _, err := os.Lstat(file); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("shm load made %s though it refused to run (%v)", file, err)
+	}
+	// Without the baseline the file is no concern of the run.
+	r = cli(t, "shm", "load", "--file", file, "--processes", "1", "--records", "10", "--size", "64", "--baseline=false")
+	expect(t, r, exitOK, "verified: 10 records")
+	if got, err := os.ReadFile(base); err != nil || !bytes.Equal(got, keep) {
+		t.Fatalf("%s after shm load --baseline=false: %q, %v; want %q untouched", base, got, err, keep)
+	}
 }
