@@ -8,12 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/appendlog/appendlog/stream"
 )
 
 // holdProduce makes c keep every produce request while the returned flag
@@ -59,61 +55,6 @@ func TestShipFlushTimeoutIsErrFlushTimeout(t *testing.T) {
 		t.Fatalf("after the second Run: committed %d, want %d (%+v)", st.Committed, n+1, st)
 	}
 	exactlyOnce(t, readTopic(t, c, "src-1", n), n)
-}
-
-// TestShipGroupRunAfterGiveUpRefuses: a Shipper from NewKafkaFromGroup
-// whose Run gave up waiting for records Kafka never took cannot Run again
-// (its group does not deliver those records again) and says so; a new
-// Shipper on the same group ships them, and every record is in Kafka once.
-func TestShipGroupRunAfterGiveUpRefuses(t *testing.T) {
-	c := cluster(t, 1)
-	var refuse atomic.Bool
-	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !refuse.Load() {
-			return nil, nil, false
-		}
-		// Retriable: the client keeps the records and tries again.
-		return produceError(r, kerr.NotEnoughReplicas), nil, true
-	})
-	st, err := stream.Open(t.TempDir(), nil)
-	noErr(t, err)
-	defer st.Close()
-	s, err := st.Create("orders", nil)
-	noErr(t, err)
-	const n = 500
-	for seq := uint64(1); seq <= n; seq++ {
-		_, err := s.Publish(record(seq))
-		noErr(t, err)
-	}
-	o := &KafkaOptions{Brokers: c.ListenAddrs(), Topic: "t", ConnectTimeout: 5 * time.Second, FlushTimeout: 100 * time.Millisecond,
-		// The client answers for the records it gave up on at its next
-		// try, after a metadata refresh: soon, rather than after the
-		// default 5 s between refreshes.
-		ClientOptions: []kgo.Opt{kgo.MetadataMinAge(10 * time.Millisecond)}}
-	sh, err := NewKafkaFromGroup(s, o)
-	noErr(t, err)
-	refuse.Store(true)
-	if err := sh.Run(context.Background()); !errors.Is(err, ErrFlushTimeout) {
-		t.Fatalf("Run while Kafka refuses every record for now: %v, want ErrFlushTimeout", err)
-	}
-	// Kafka answers only once the client gave up on every record: none
-	// of them is in Kafka, and all must be read again.
-	waitFor(t, "the client to give up on the records in flight", func() bool { return sh.Stats().InFlight == 0 })
-	refuse.Store(false)
-	err = sh.Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "ship with a new one") {
-		t.Fatalf("a second Run of a group Shipper after a give-up: %v (%+v), want a refusal", err, sh.Stats())
-	}
-	noErr(t, sh.Close())
-	sh, err = NewKafkaFromGroup(s, o)
-	noErr(t, err)
-	noErr(t, sh.Run(context.Background()))
-	if got := sh.Stats().Committed; got != n+1 {
-		t.Fatalf("the new Shipper committed %d, want %d", got, n+1)
-	}
-	noErr(t, sh.Close())
-	exactlyOnce(t, readTopic(t, c, "stream:orders", n), n)
 }
 
 // TestSettleWaitsForInFlight: settle, which readies a second Run, returns

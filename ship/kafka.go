@@ -71,9 +71,8 @@ var ErrUnreachable = errors.New("ship: cannot reach Kafka")
 // Run that read every record it was to ship but was not told within
 // FlushTimeout whether Kafka took the last ones. The cursor is committed
 // below them and the next Run sends again those Kafka did not take, so
-// nothing is lost: a caller may Run again (a Shipper from
-// NewKafkaFromGroup: Close it and ship with a new one, see Run). A Run
-// stopped through its context that gives up so returns no error.
+// nothing is lost: a caller may Run again. A Run stopped through its
+// context that gives up so returns no error.
 var ErrFlushTimeout = errors.New("ship: flush timeout")
 
 // KafkaOptions configures a shipper. Brokers and Topic are required.
@@ -357,11 +356,13 @@ func NewKafkaFromGroup(s *stream.Stream, opts *KafkaOptions) (*Shipper, error) {
 		return nil, errors.New("ship: a stream is required")
 	}
 	return newShipper(opts, stream.MaxAckPending, func(o *KafkaOptions, window int) (source, string, error) {
-		g, err := s.Group(o.Cursor, &stream.GroupOptions{AckWait: _groupAckWait, MaxAckPending: window})
+		gopts := &stream.GroupOptions{AckWait: _groupAckWait, MaxAckPending: window}
+		g, err := s.Group(o.Cursor, gopts)
 		if err != nil {
 			return nil, "", fmt.Errorf("ship: group %q of stream %s: %w", o.Cursor, s.Name(), err)
 		}
-		return newGroupSource(s, g), "stream:" + s.Name(), nil
+		open := func() (*stream.Group, error) { return s.Group(o.Cursor, gopts) }
+		return newGroupSource(s, g, open), "stream:" + s.Name(), nil
 	})
 }
 
@@ -585,11 +586,14 @@ func (s *Shipper) Stats() Stats {
 // is not an error: Run stops reading, waits for the records in flight and
 // commits, or, done before Kafka first answered, returns at once with
 // nothing sent. Run after one that gave up waiting for records in flight
-// (FlushTimeout) first waits for Kafka's answer for them (a done ctx ends
-// the wait, as it ends the start), then reads every record not
-// acknowledged again; a Shipper from NewKafkaFromGroup cannot (its group
-// does not deliver them again) and returns an error: Close it and ship
-// with a new one.
+// (FlushTimeout), or that stopped with records read and not shipped (its
+// transaction aborted, a record too large), first waits for Kafka's
+// answer for those in flight (a done ctx ends the wait, as it ends the
+// start), then reads every record not acknowledged again, from the
+// committed position: its read-back skips those Kafka holds. A Shipper
+// from NewKafkaFromGroup does so by closing its group (which checkpoints
+// the committed position) and opening it again with the same name and
+// options.
 // Run on a closed Shipper returns ErrClosed; Run while another Run of the
 // Shipper is in progress returns an error at once; Run after Kafka refused
 // a record returns that error again, and sends nothing.

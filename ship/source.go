@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/appendlog/appendlog/stream"
@@ -81,18 +82,24 @@ func (w *walSource) close() error                     { return w.c.Close() }
 // groupSource reads a stream through a consumer group the shipper is the
 // only member of.
 type groupSource struct {
-	s   *stream.Stream
-	g   *stream.Group
-	buf []byte
+	s *stream.Stream
+	// g is the group, replaced by rewind (Stats reads it meanwhile).
+	g atomic.Pointer[stream.Group]
+	// open opens the group again, with the shipper's options (rewind).
+	open func() (*stream.Group, error)
+	buf  []byte
 	// want is the seq after the last record delivered (at first the
 	// committed position); skipped the group's GroupStats.Skipped when
-	// opened.
-	want, skipped uint64
+	// opened; lostBefore the records a group rewind closed had skipped.
+	want, skipped, lostBefore uint64
 }
 
-// newGroupSource returns the source reading s through g.
-func newGroupSource(s *stream.Stream, g *stream.Group) *groupSource {
-	return &groupSource{s: s, g: g, want: g.Committed(), skipped: g.Stats().Skipped}
+// newGroupSource returns the source reading s through g, which open opens
+// again.
+func newGroupSource(s *stream.Stream, g *stream.Group, open func() (*stream.Group, error)) *groupSource {
+	gs := &groupSource{s: s, open: open, want: g.Committed(), skipped: g.Stats().Skipped}
+	gs.g.Store(g)
+	return gs
 }
 
 // _groupAckWait is the AckWait of a shipper's group: a record waits for
@@ -101,7 +108,7 @@ func newGroupSource(s *stream.Stream, g *stream.Group) *groupSource {
 const _groupAckWait = time.Duration(math.MaxInt64 / 4)
 
 func (gs *groupSource) next(ctx context.Context) (uint64, []byte, error) {
-	m, err := gs.g.Next(ctx, gs.buf)
+	m, err := gs.g.Load().Next(ctx, gs.buf)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -123,9 +130,10 @@ func (gs *groupSource) next(ctx context.Context) (uint64, []byte, error) {
 // group delivered them: the group goes on after them (counting them in
 // GroupStats.Skipped), so they never reach Kafka.
 func (gs *groupSource) lost() error {
-	if n := gs.g.Stats().Skipped - gs.skipped; n > 0 {
+	g := gs.g.Load()
+	if n := gs.lostBefore + g.Stats().Skipped - gs.skipped; n > 0 {
 		return fmt.Errorf("%d records of stream %s were deleted by its retention before they were shipped: they are not in Kafka, and group %s has gone on after them (keep the stream UntilAcked so that retention waits for the shipper)",
-			n, gs.s.Name(), gs.g.Name())
+			n, gs.s.Name(), g.Name())
 	}
 	return nil
 }
@@ -145,18 +153,36 @@ func (gs *groupSource) record(seq uint64) ([]byte, bool, error) {
 	return rec, rec != nil, nil
 }
 
-func (gs *groupSource) ack(seq uint64) error         { return gs.g.Ack(seq) }
-func (gs *groupSource) committed() uint64            { return gs.g.Committed() }
+func (gs *groupSource) ack(seq uint64) error         { return gs.g.Load().Ack(seq) }
+func (gs *groupSource) committed() uint64            { return gs.g.Load().Committed() }
 func (gs *groupSource) end() uint64                  { return gs.s.NextSeq() }
-func (gs *groupSource) commit(context.Context) error { return gs.g.Checkpoint() }
-func (gs *groupSource) caughtUp() time.Time          { return gs.g.CaughtUp() }
+func (gs *groupSource) commit(context.Context) error { return gs.g.Load().Checkpoint() }
+func (gs *groupSource) caughtUp() time.Time          { return gs.g.Load().CaughtUp() }
 func (gs *groupSource) name() string {
-	return fmt.Sprintf("stream %s group %s", gs.s.Name(), gs.g.Name())
+	return fmt.Sprintf("stream %s group %s", gs.s.Name(), gs.g.Load().Name())
 }
-func (gs *groupSource) close() error { return gs.g.Close() }
+func (gs *groupSource) close() error { return gs.g.Load().Close() }
 
-// rewind refuses: the group does not deliver a record again to its one
-// member (a redelivery is taken for another member's, see next).
+// rewind closes the group and opens it again: a group does not deliver a
+// record again to its one member (a redelivery is taken for another
+// member's, see next), but a group opened anew delivers from its
+// committed position, which its close checkpointed, the records read and
+// not acked included. Acks above the committed position are forgotten, so
+// records Kafka took may come again too: prepare's read-back finds them.
 func (gs *groupSource) rewind() error {
-	return fmt.Errorf("group %s does not deliver again the records this Shipper read; Close it and ship with a new one, which reads from the group's committed position", gs.g.Name())
+	old := gs.g.Load()
+	lost := old.Stats().Skipped - gs.skipped // not reported yet: lost reports them still
+	closeErr := old.Close()
+	if closeErr != nil {
+		closeErr = fmt.Errorf("close group %s to read it again from its committed position %d: %w", old.Name(), old.Committed(), closeErr)
+	}
+	g, err := gs.open()
+	if err != nil {
+		return errors.Join(closeErr, fmt.Errorf("open group %s again: %w", old.Name(), err))
+	}
+	gs.lostBefore += lost
+	gs.skipped = g.Stats().Skipped
+	gs.want = g.Committed()
+	gs.g.Store(g)
+	return closeErr
 }
