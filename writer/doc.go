@@ -103,9 +103,10 @@
 // is in exactly one file. An error renaming the file or creating the next one
 // is the log's own write error: sticky, with nothing deleted. A file that
 // is no longer at its path when its rotation comes (another program
-// deleted it, or renamed it away) is not renamed: the next file starts at
-// the path, and the error is counted (Stats.RotationErrors) and passed to
-// OnError. (Without Rotate, a Ring writes on into a deleted file until
+// deleted it, or renamed it away, perhaps creating another file there as
+// logrotate's create mode does) is not renamed, nor is the file now at the
+// path: that file, or a new one if there is none, is the next file, and
+// the error is counted (Stats.RotationErrors) and passed to OnError. (Without Rotate, a Ring writes on into a deleted file until
 // Reopen.)
 //
 // Each file holds whole records, in order: reading the backups oldest

@@ -650,10 +650,20 @@ func (s *rotSink) rotate() error {
 		t = t.Add(time.Millisecond)
 		name = backupName(s.path, t)
 	}
-	if err := s.fsys.Rename(s.path, name); errors.Is(err, fs.ErrNotExist) {
+	var err error
+	if l, ok := s.lock.(*fileLock); ok && l.f != nil && !l.holds(s.path) {
+		// The path names no file, or another one: logrotate's create
+		// mode renamed ours and made a new file there, which is not
+		// ours to rename into a backup.
+		err = fs.ErrNotExist
+	} else {
+		err = s.fsys.Rename(s.path, name)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
 		// Another program deleted the file, or renamed it away: its
-		// records are wherever it went, and the log goes on in a new
-		// file at the path, as after Reopen.
+		// records are wherever it went, and the log goes on in the
+		// file at the path (a new one if none is there), as after
+		// Reopen.
 		s.report(fmt.Errorf("writer: rotate %s: the file was deleted or renamed by another program: %w", s.path, err))
 		name = "" // not a backup of ours to tidy
 	} else if err != nil {
