@@ -175,9 +175,10 @@ type Stats struct {
 	OldestInFlight time.Duration
 	// LagBytes is the payload size of the records not yet acknowledged
 	// (for a Transactional shipper, whose transaction has not committed):
-	// exact for those read (in flight or about to be sent), and for those
-	// not read yet their count times the mean size of the records read
-	// this run. 0 once every record is shipped. Stats reads its counters
+	// exact for those read (in flight, about to be sent, or given up on
+	// or in an aborted transaction: the next Run sends them again), and
+	// for those not read yet their count times the mean size of the
+	// records read. 0 once every record is shipped. Stats reads its counters
 	// one at a time while the shipper runs, so a record read or acked
 	// meanwhile may be counted in LagBytes and not LagRecords, or the
 	// other way round.
@@ -244,8 +245,10 @@ type Shipper struct {
 	// drained gets a token (capacity 1) when inFlight falls to zero, for
 	// settle.
 	drained chan struct{}
-	// pendingBytes sums the payload bytes of the records read and not yet
-	// acknowledged (in flight, or waiting to be sent);
+	// pendingBytes sums the payload bytes of the records read from the
+	// committed position on (see ship) and not yet shipped: in flight,
+	// waiting to be sent or in a transaction not committed, and those that
+	// Kafka did not take, which the next Run reads again;
 	// readRecs and readBytes count the records (and payload bytes) read
 	// from the source this run; nextRead is the seq after the last read;
 	// started is when Run started (Unix ns). For Stats.
@@ -1086,6 +1089,10 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 	end := s.in.end()
 	next := s.in.committed()
 	s.nextRead.Store(next)
+	// Every record from next on is unread again: none is in flight or in
+	// a transaction (settle), and those an earlier Run read and did not
+	// ship are read again.
+	s.pendingBytes.Store(0)
 	s.started.Store(time.Now().UnixNano())
 	if !s.o.Follow {
 		// The records before end may end in a gap, or in records deleted
@@ -1272,6 +1279,7 @@ func (s *Shipper) commitTxn(prodCtx context.Context) error {
 	}
 	s.shipped.Add(uint64(len(s.txn.seqs)))
 	s.bytes.Add(s.txn.bytes)
+	s.pendingBytes.Add(-int64(s.txn.bytes))
 	s.txns.Add(1)
 	s.lastAck.Store(time.Now().UnixNano())
 	s.closeTxn()
@@ -1294,8 +1302,6 @@ func (s *Shipper) closeTxn() {
 		s.txn.cancelDue()
 	}
 	s.txn.open, s.txn.due, s.txn.cancelDue = false, nil, nil
-	// Shipped or not, its records are no longer read and waiting.
-	s.pendingBytes.Add(-int64(s.txn.bytes))
 	s.txn.seqs, s.txn.bytes = s.txn.seqs[:0], 0
 	s.txnRecs.Store(0)
 }
@@ -1348,9 +1354,6 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 	seq := seqOf(r)
 	// Counted in flight until done with r and its slot (see settle).
 	defer s.doneInFlight()
-	if !s.o.Transactional {
-		s.pendingBytes.Add(-int64(len(r.Value))) // for a Transactional shipper, once its transaction ends (closeTxn)
-	}
 	if err != nil {
 		s.txnRefused.Store(true)
 		s.setErr(fmt.Sprintf("produce seq %d: %v", seq, err))
@@ -1380,6 +1383,7 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 	}
 	// Once acked on the cursor, r's slot may be reused: read it first.
 	size := len(r.Value)
+	s.pendingBytes.Add(-int64(size))
 	if err := s.in.ack(seq); err != nil {
 		s.setErr(fmt.Sprintf("ack seq %d on the cursor: %v", seq, err))
 		return
