@@ -876,7 +876,11 @@ func (s *rotSink) tidy(name string) {
 				s.report(err)
 			}
 		} else {
-			for _, b := range s.backups() {
+			bs, err := s.backups()
+			if err != nil {
+				s.report(fmt.Errorf("writer: compress: %w", err))
+			}
+			for _, b := range bs {
 				if _, done := trimCompressed(b.name); !done {
 					if err := s.compress(b.name); err != nil {
 						s.report(err)
@@ -987,12 +991,13 @@ type backup struct {
 
 // backups lists the backups of the file, newest first: regular files
 // under a backup's name. Names of files being compressed (.gz.tmp,
-// .zst.tmp) are not backups.
-func (s *rotSink) backups() []backup {
+// .zst.tmp) are not backups. The error is the listing's: a directory
+// that cannot be read.
+func (s *rotSink) backups() ([]backup, error) {
 	dir := filepath.Dir(s.path)
 	ents, err := s.fsys.ReadDir(dir)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("list the backups of %s: %w", s.path, err)
 	}
 	var bs []backup
 	for _, e := range ents {
@@ -1007,7 +1012,7 @@ func (s *rotSink) backups() []backup {
 		}
 	}
 	slices.SortFunc(bs, func(x, y backup) int { return -x.t.Compare(y.t) })
-	return bs
+	return bs, nil
 }
 
 // prune deletes the backups beyond MaxBackups, older than MaxAge, or
@@ -1020,7 +1025,11 @@ func (s *rotSink) prune() error {
 	var total int64
 	now := s.now()
 	removed := false
-	for i, b := range s.backups() {
+	bs, err := s.backups()
+	if err != nil {
+		return fmt.Errorf("writer: prune: %w", err)
+	}
+	for i, b := range bs {
 		del := r.MaxBackups > 0 && i >= r.MaxBackups
 		if r.MaxAge > 0 && now.Sub(b.t) > r.MaxAge {
 			del = true
