@@ -349,7 +349,8 @@ func NewKafkaFromDir(dir string, walOpts *wal.Options, opts *KafkaOptions) (*Shi
 // NewKafkaFromGroup is NewKafka for a stream: it reads s through the
 // consumer group named KafkaOptions.Cursor, of which the shipper must be
 // the only member (a record it waits on is never handed out again: the
-// group's AckWait is unbounded). MaxInFlightRecords is at most
+// group's AckWait is unbounded): a group open already in this process
+// (another Shipper's, a consumer's) is refused with stream.ErrGroupOpen. MaxInFlightRecords is at most
 // stream.MaxAckPending. The default Source is "stream:" and the stream's
 // name. Records the stream's retention deletes before the group delivers
 // them (a stream not kept UntilAcked) never reach Kafka: the group goes on
@@ -360,11 +361,19 @@ func NewKafkaFromGroup(s *stream.Stream, opts *KafkaOptions) (*Shipper, error) {
 	}
 	return newShipper(opts, stream.MaxAckPending, func(o *KafkaOptions, window int) (source, string, error) {
 		gopts := &stream.GroupOptions{AckWait: _groupAckWait, MaxAckPending: window}
-		g, err := s.Group(o.Cursor, gopts)
+		open := func() (*stream.Group, error) {
+			// Opening an open group returns it: the shipper would share
+			// it with its other holder, each getting some of the records,
+			// and the read-back could no longer tell what is in Kafka.
+			if _, ok := s.GroupStats()[o.Cursor]; ok {
+				return nil, fmt.Errorf("%w in this process already (another Shipper's, or a consumer's): a shipper must be its group's only member; close it first, or give KafkaOptions.Cursor another name", stream.ErrGroupOpen)
+			}
+			return s.Group(o.Cursor, gopts)
+		}
+		g, err := open()
 		if err != nil {
 			return nil, "", fmt.Errorf("ship: group %q of stream %s: %w", o.Cursor, s.Name(), err)
 		}
-		open := func() (*stream.Group, error) { return s.Group(o.Cursor, gopts) }
 		return newGroupSource(s, g, open), "stream:" + s.Name(), nil
 	})
 }

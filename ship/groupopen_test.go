@@ -1,0 +1,48 @@
+package ship
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/appendlog/appendlog/stream"
+)
+
+// TestShipGroupOpenAlreadyRefused: a second Shipper of a stream's group,
+// or a Shipper of a group a consumer of this process holds, is refused,
+// naming the group: the stream handed it the same open group, whose
+// records the two then shared, each shipper's read-back taking the
+// other's records for its own, and one's Close closed the group under the
+// other. Once the group is closed, a Shipper of it ships every record once.
+func TestShipGroupOpenAlreadyRefused(t *testing.T) {
+	c := cluster(t, 1)
+	const n = 100
+	s := openStream(t, n)
+	o := &KafkaOptions{Brokers: c.ListenAddrs(), Topic: "t", ConnectTimeout: 5 * time.Second}
+	refused := func(what string) {
+		t.Helper()
+		sh, err := NewKafkaFromGroup(s, o)
+		if err == nil {
+			sh.Close()
+			t.Fatalf("%s: a Shipper of the open group", what)
+		}
+		if !errors.Is(err, stream.ErrGroupOpen) || !strings.Contains(err.Error(), `group "ship-kafka" of stream orders`) {
+			t.Fatalf("%s: %v, want stream.ErrGroupOpen naming the group", what, err)
+		}
+	}
+	first, err := NewKafkaFromGroup(s, o)
+	noErr(t, err)
+	refused("a second Shipper")
+	noErr(t, first.Close())
+	g, err := s.Group(DefaultCursor, nil)
+	noErr(t, err)
+	refused("a consumer's group")
+	noErr(t, g.Close())
+	sh, err := NewKafkaFromGroup(s, o)
+	noErr(t, err)
+	noErr(t, sh.Run(context.Background()))
+	noErr(t, sh.Close())
+	exactlyOnce(t, readTopic(t, c, "stream:orders", n), n)
+}
