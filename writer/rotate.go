@@ -1016,7 +1016,9 @@ func (s *rotSink) backups() ([]backup, error) {
 }
 
 // prune deletes the backups beyond MaxBackups, older than MaxAge, or
-// beyond MaxTotalBytes, oldest first. Janitor goroutine.
+// beyond MaxTotalBytes. A backup it cannot remove does not stop it: it
+// goes on with the older ones and returns the first error. Janitor
+// goroutine.
 func (s *rotSink) prune() error {
 	r := s.rot
 	if r.MaxBackups == 0 && r.MaxAge == 0 && r.MaxTotalBytes == 0 {
@@ -1029,6 +1031,7 @@ func (s *rotSink) prune() error {
 	if err != nil {
 		return fmt.Errorf("writer: prune: %w", err)
 	}
+	var first error
 	for i, b := range bs {
 		del := r.MaxBackups > 0 && i >= r.MaxBackups
 		if r.MaxAge > 0 && now.Sub(b.t) > r.MaxAge {
@@ -1046,16 +1049,19 @@ func (s *rotSink) prune() error {
 			continue
 		}
 		if err := s.fsys.Remove(b.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("writer: prune: %w", err)
+			if first == nil {
+				first = fmt.Errorf("writer: prune: %w", err)
+			}
+			continue
 		}
 		removed = true
 	}
 	if removed {
-		if err := s.fsys.SyncDir(filepath.Dir(s.path)); err != nil {
-			return fmt.Errorf("writer: prune: %w", err)
+		if err := s.fsys.SyncDir(filepath.Dir(s.path)); err != nil && first == nil {
+			first = fmt.Errorf("writer: prune: %w", err)
 		}
 	}
-	return nil
+	return first
 }
 
 // recover finishes what a crash interrupted in the file's directory: a
