@@ -45,9 +45,15 @@ type directSink struct {
 	base  int64  // file offset of the partial block, a multiple of sys.BlockSize
 	fill  int    // bytes of the partial block holding data (< sys.BlockSize)
 	iov   [][]byte
+	// good is the file's true length after the last write that succeeded:
+	// a failed write has advanced base and fill past what the file holds,
+	// and may have left part of its blocks in it. close truncates to it.
+	good int64
 	// copied counts bytes copied into the stage (tests pin that the Ring's
 	// flushes copy at most two blocks each).
 	copied int64
+	// pwritevAt writes the blocks; nil means sys.Pwritev. Tests fail it.
+	pwritevAt func(f *os.File, iov [][]byte, off int64) (int, error)
 }
 
 // _directStage is the O_DIRECT sink's staging buffer: the carried and tail
@@ -86,6 +92,7 @@ func (s *directSink) resume() error {
 	size := fi.Size()
 	s.base = size &^ (sys.BlockSize - 1)
 	s.fill = int(size - s.base)
+	s.good = size
 	if s.fill == 0 {
 		return nil
 	}
@@ -158,6 +165,7 @@ func (s *directSink) Write(pos uint64, a, b []byte) error {
 		copy(s.stage, s.block(s.si)[:s.fill])
 		s.si = 0
 	}
+	s.good = s.size()
 	return nil
 }
 
@@ -166,7 +174,11 @@ func (s *directSink) pwritev(off int64) error {
 	if len(s.iov) == 0 {
 		return nil
 	}
-	_, err := sys.Pwritev(s.f, s.iov, off)
+	pwritev := s.pwritevAt
+	if pwritev == nil {
+		pwritev = sys.Pwritev
+	}
+	_, err := pwritev(s.f, s.iov, off)
 	clear(s.iov) // do not keep ring slices past the call
 	s.iov = s.iov[:0]
 	if err != nil {
@@ -183,11 +195,15 @@ func (s *directSink) Sync() error {
 }
 
 // close truncates the file to its true length (dropping the padding of the
-// last block), makes that durable and closes the file. It never extends the
-// file: after a failed write the file may end before the bytes the sink
-// staged, and zeros must not fill that gap.
+// last block), makes that durable and closes the file. After a failed write
+// the true length is the one the last successful write left: the padding
+// of that write's last block is still in the file (a later OpenFile would
+// append after it, leaving zero bytes in the middle of the log), and so
+// may be part of the failed write's blocks. It never extends the file: it
+// may end before that length (truncated by another program), and zeros
+// must not fill the gap.
 func (s *directSink) close() error {
-	size := s.size()
+	size := s.good
 	fi, err := s.f.Stat()
 	if err == nil && fi.Size() > size {
 		err = s.f.Truncate(size)
