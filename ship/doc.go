@@ -21,7 +21,9 @@
 // from all in-sync replicas, bounded in-flight records and bytes. Each Kafka
 // record carries two headers: HeaderSource, the log's identity
 // (KafkaOptions.Source), and HeaderSeq, the record's sequence number in
-// decimal. A record is acked on the cursor only once Kafka acknowledged it,
+// decimal; a keyed shipper's (KafkaOptions.Key) carry a third,
+// HeaderPartitions, the topic's partition count its partition was chosen
+// with. A record is acked on the cursor only once Kafka acknowledged it,
 // so the cursor's checkpoint never passes a record Kafka does not hold: a
 // crash of the shipper loses nothing, and the log's retention (unless it
 // ignores cursors) keeps every record not yet shipped.
@@ -51,8 +53,15 @@
 // that partition from the cursor's checkpoint on are sent again, and
 // delivery falls back to at least once. The same holds if the topic's
 // partition count changes between runs of a keyed shipper
-// (KafkaOptions.Key), since a record's partition is its key's hash modulo
-// the count.
+// (KafkaOptions.Key): a record's partition is its key's hash modulo the
+// count, so a record sent again may go to another partition than the
+// first time, and a partition's last record no longer tells whether it is
+// there. A partition whose last record was sent with another count
+// (HeaderPartitions) makes the shipper skip nothing for it: the records
+// for it from the cursor on are sent again. (Records of a shipper older
+// than HeaderPartitions carry no count: a count changed after them may
+// then lose records Kafka did not take.) For the same reason Key must
+// give a record the same key from run to run.
 //
 // One window is not closed by this alone: a produce request that a killed
 // shipper sent just before it died may still be inside the broker

@@ -33,6 +33,10 @@ const (
 	HeaderSource = "appendlog-source"
 	// HeaderSeq is the record's sequence number in its log, in decimal.
 	HeaderSeq = "appendlog-seq"
+	// HeaderPartitions, on the records of a keyed shipper
+	// (KafkaOptions.Key) only, is the topic's partition count the
+	// record's partition was chosen with, in decimal.
+	HeaderPartitions = "appendlog-partitions"
 )
 
 // Defaults for zero KafkaOptions fields.
@@ -87,7 +91,8 @@ type KafkaOptions struct {
 	// Key, if set, returns a record's key; the record then goes to the
 	// partition FNV-1a(key) modulo the topic's partition count, which
 	// keeps order per key. A nil result is no key, partition 0. Key must
-	// not keep rec.
+	// not keep rec, and must give a record the same key from run to run
+	// (see Duplicates in the package documentation).
 	Key func(rec []byte) []byte
 	// Compression of produced batches: "zstd" (default), "lz4",
 	// "snappy" or "none".
@@ -216,7 +221,9 @@ type Shipper struct {
 	// maxRecord is the largest record (key, value and headers) sent (see
 	// recordLimit).
 	maxRecord int
-	last      map[int32]uint64 // the last seq of this source per partition, at start
+	// partsHdr is nparts in decimal, a keyed shipper's HeaderPartitions.
+	partsHdr []byte
+	last     map[int32]uint64 // the last seq of this source per partition, at start
 
 	shipped, bytes, skipped atomic.Uint64
 	txns                    atomic.Uint64
@@ -771,6 +778,7 @@ func (s *Shipper) prepare(ctx context.Context) error {
 		return fmt.Errorf("ship: topic %q: %w", s.o.Topic, td.Err)
 	}
 	s.nparts = int32(len(td.Partitions))
+	s.partsHdr = strconv.AppendInt(s.partsHdr[:0], int64(s.nparts), 10)
 	if s.nparts == 0 {
 		// A keyed shipper's partition is its key's hash modulo the count.
 		return fmt.Errorf("ship: topic %q on %v has no partitions (is it being created or deleted?)", s.o.Topic, s.o.Brokers)
@@ -798,8 +806,8 @@ func (s *Shipper) prepare(ctx context.Context) error {
 			return fmt.Errorf("ship: start transactions as %q on %v: %w", s.o.TransactionalID, s.o.Brokers, err)
 		}
 	}
-	var lastVal map[int32][]byte
-	if s.last, lastVal, err = s.lastSeqs(ctx, adm, parts); err != nil {
+	var lastRec map[int32]*kgo.Record
+	if s.last, lastRec, err = s.lastSeqs(ctx, adm, parts); err != nil {
 		return err
 	}
 	// Kafka holding a record of this source that the log does not would
@@ -820,12 +828,43 @@ func (s *Shipper) prepare(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("ship: read record %d of %s to compare it with the last record of %s/%d: %w", seq, s.in.name(), s.o.Topic, p, err)
 		}
-		if ok && !bytes.Equal(rec, lastVal[p]) {
+		if ok && !bytes.Equal(rec, lastRec[p].Value) {
 			return fmt.Errorf("ship: the last record of %s/%d is record %d of source %q, and record %d of %s is not the same: it is another log with the same Source (a log made anew in the same directory: give it a Source of its own); nothing was sent",
 				s.o.Topic, p, seq, s.o.Source, seq, s.in.name())
 		}
 	}
-	return s.checkDeleted(parts, from)
+	if err := s.checkDeleted(parts, from); err != nil {
+		return err
+	}
+	if s.o.Key != nil {
+		for p, r := range lastRec {
+			if n, ok := partitionsOf(r); ok && n != int64(s.nparts) {
+				// The topic's partition count changed since r was sent: a
+				// record sent with the old count that Kafka did not take
+				// may go to p now, below r, and would be skipped as
+				// shipped. Skip nothing by r: the records for p are sent
+				// again (at least once). A last record sent with the
+				// current count still says that every record for its
+				// partition up to it is there: the run that sent it sent
+				// those from its cursor on, in order, and those below its
+				// cursor were acked.
+				delete(s.last, p)
+			}
+		}
+	}
+	return nil
+}
+
+// partitionsOf returns the partition count in r's HeaderPartitions, and
+// false if it has none.
+func partitionsOf(r *kgo.Record) (int64, bool) {
+	for _, h := range r.Headers {
+		if h.Key == HeaderPartitions {
+			n, err := strconv.ParseInt(string(h.Value), 10, 32)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // checkDeleted refuses to ship when the records after the last one Kafka
@@ -901,7 +940,7 @@ func (s *Shipper) connectError(err error) error {
 }
 
 // lastSeqs returns, per partition of parts whose last committed data
-// record this source wrote, that record's sequence number and its value.
+// record this source wrote, that record's sequence number and the record.
 //
 // It reads as a read_committed consumer, up to the last stable offset, so
 // that the records of an aborted transaction (a fenced Transactional
@@ -909,7 +948,7 @@ func (s *Shipper) connectError(err error) error {
 // data record (transaction markers, aborted records): it reads back from
 // the end in spans growing 16 times from one to the next until it finds a
 // data record or reaches the partition's start.
-func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32) (last map[int32]uint64, val map[int32][]byte, err error) {
+func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32) (last map[int32]uint64, recs map[int32]*kgo.Record, err error) {
 	ends, err := adm.ListCommittedOffsets(ctx, s.o.Topic)
 	if err != nil {
 		return nil, nil, s.connectError(err)
@@ -930,7 +969,7 @@ func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32)
 			todo[p] = &span{start: b.Offset, from: e.Offset - 1, end: e.Offset}
 		}
 	}
-	last, val = make(map[int32]uint64), make(map[int32][]byte)
+	last, recs = make(map[int32]uint64), make(map[int32]*kgo.Record)
 	for width := int64(1); len(todo) > 0; width *= 16 {
 		at := make(map[int32]int64, len(todo))
 		for p, sp := range todo {
@@ -944,7 +983,7 @@ func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32)
 		for p, sp := range todo {
 			if r, ok := found[p]; ok {
 				if seq, ok := s.ours(r); ok {
-					last[p], val[p] = seq, r.Value
+					last[p], recs[p] = seq, r
 				}
 				delete(todo, p) // the last data record, ours or another writer's
 			} else if sp.from == sp.start {
@@ -952,7 +991,7 @@ func (s *Shipper) lastSeqs(ctx context.Context, adm *kadm.Client, parts []int32)
 			}
 		}
 	}
-	return last, val, nil
+	return last, recs, nil
 }
 
 // readBack reads the partitions of the topic from the offsets at, each up
@@ -1191,14 +1230,24 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 			_ = s.in.ack(seq) // in the window: nothing is in flight below it
 			continue
 		}
-		if size := len(key) + len(rec) + len(HeaderSource) + len(s.src) + len(HeaderSeq) + 20; size > s.maxRecord {
+		size := len(key) + len(rec) + len(HeaderSource) + len(s.src) + len(HeaderSeq) + 20
+		if s.o.Key != nil {
+			size += len(HeaderPartitions) + len(s.partsHdr)
+		}
+		if size > s.maxRecord {
 			return fmt.Errorf("%w: record %d of %s is %d bytes with its key and headers, and the topic %q takes at most %d (max.message.bytes, and the client's ProducerBatchMaxBytes and KafkaOptions.MaxInFlightBytes, less %d bytes of batch overhead): neither it nor anything after it was sent; raise those limits to ship it",
 				ErrRecordTooLarge, seq, s.in.name(), size, s.o.Topic, s.maxRecord, _recordOverhead)
 		}
 		o := &s.out[seq&s.outMask]
 		o.val = append(o.val[:0], rec...)
-		o.hdr = [2]kgo.RecordHeader{{Key: HeaderSource, Value: s.src}, {Key: HeaderSeq, Value: strconv.AppendUint(o.seq[:0], seq, 10)}}
-		o.r = kgo.Record{Topic: s.o.Topic, Partition: p, Key: key, Value: o.val, Headers: o.hdr[:]}
+		// HeaderSeq last (see seqOf).
+		o.hdr = [3]kgo.RecordHeader{{Key: HeaderSource, Value: s.src}, {Key: HeaderSeq, Value: strconv.AppendUint(o.seq[:0], seq, 10)}}
+		hdr := o.hdr[:2]
+		if s.o.Key != nil {
+			o.hdr[1], o.hdr[2] = kgo.RecordHeader{Key: HeaderPartitions, Value: s.partsHdr}, o.hdr[1]
+			hdr = o.hdr[:3]
+		}
+		o.r = kgo.Record{Topic: s.o.Topic, Partition: p, Key: key, Value: o.val, Headers: hdr}
 		if s.o.Transactional && !s.txn.open {
 			if err := s.cl.BeginTransaction(); err != nil {
 				return fmt.Errorf("ship: begin a transaction as %q: %w", s.o.TransactionalID, err)
@@ -1414,7 +1463,7 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 type outRecord struct {
 	sent atomic.Int64
 	r    kgo.Record
-	hdr  [2]kgo.RecordHeader
+	hdr  [3]kgo.RecordHeader
 	seq  [20]byte
 	val  []byte
 }

@@ -706,7 +706,11 @@ func (m *shipModel) sync() map[int32][]topicRec {
 			}
 			src, hseq := recordHeaders(r)
 			seq, err := strconv.ParseUint(hseq, 10, 64)
-			if err != nil || len(r.Headers) != 2 {
+			wantHeaders := 2
+			if m.keyed {
+				wantHeaders++ // HeaderPartitions
+			}
+			if n, ok := partitionsOf(r); err != nil || len(r.Headers) != wantHeaders || m.keyed && (!ok || n != int64(m.nparts)) {
 				t.Fatalf("record at %d/%d: headers %v", r.Partition, r.Offset, r.Headers)
 			}
 			var s *shipSource
