@@ -213,6 +213,7 @@ func (s *Stream) Group(name string, opts *GroupOptions) (*Group, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.awaitDeleteLocked()
 	if s.mu.err != nil {
 		return nil, s.wrapErr(s.mu.err) // its groups, closed, are still listed
 	}
@@ -229,6 +230,7 @@ func (s *Stream) Group(name string, opts *GroupOptions) (*Group, error) {
 		s.mu.Unlock()
 		<-g.closed
 		s.mu.Lock()
+		s.awaitDeleteLocked()
 		if s.mu.err != nil {
 			return nil, s.wrapErr(s.mu.err)
 		}
@@ -268,6 +270,7 @@ func (s *Stream) DeleteGroup(name string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.awaitDeleteLocked()
 	if s.mu.err != nil {
 		return s.wrapErr(s.mu.err)
 	}
@@ -322,6 +325,7 @@ func (s *Stream) DeleteGroup(name string) error {
 // group: wal.Log.Cursors lists those, and DeleteGroup removes them.
 func (s *Stream) Groups() ([]string, error) {
 	s.mu.Lock()
+	s.awaitDeleteLocked()
 	err := s.mu.err
 	s.mu.Unlock()
 	if err != nil {
@@ -589,6 +593,15 @@ func (g *Group) now() int64 { return int64(time.Since(g.epoch)) }
 // A record deleted by retention before it was delivered (Retention without
 // UntilAcked) is skipped and counted in GroupStats.Skipped.
 func (g *Group) Next(ctx context.Context, dst []byte) (Msg, error) {
+	m, err := g.next(ctx, dst)
+	if err != nil {
+		return m, g.settled(err)
+	}
+	return m, nil
+}
+
+// next is Next.
+func (g *Group) next(ctx context.Context, dst []byte) (Msg, error) {
 	if ctx == nil {
 		return Msg{}, fmt.Errorf("stream: group %q: Next: nil context", g.name)
 	}
@@ -836,11 +849,30 @@ func (g *Group) Ack(seq uint64) error {
 // the stream's error), or err mapped (see Stream.mapErr) if it is open.
 func (g *Group) closedErr(err error) error {
 	g.mu.Lock()
+	cerr := g.mu.closed
+	g.mu.Unlock()
+	if cerr == nil {
+		cerr = g.s.mapErr(err)
+	}
+	return g.settled(cerr)
+}
+
+// settled returns err, an error of a group call, unless it says that the
+// stream was deleted (errDeleted) by a Delete still deciding whether the
+// stream goes: then it waits for that Delete, and returns why the group
+// is closed after it (ErrClosed, and why, if the stream stays). A member
+// never finds the stream gone that a Delete that failed leaves there.
+// REQUIRES: no lock is held.
+func (g *Group) settled(err error) error {
+	if !g.s.awaitDelete(err) {
+		return err
+	}
+	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.mu.closed != nil {
 		return g.mu.closed
 	}
-	return g.s.mapErr(err)
+	return err
 }
 
 // Nack asks for record seq to be delivered again now, before any fresh
@@ -870,7 +902,7 @@ func (g *Group) nack(seq uint64, delivery int) error {
 	g.mu.Lock()
 	if err := g.mu.closed; err != nil {
 		g.mu.Unlock()
-		return err
+		return g.settled(err)
 	}
 	if seq < g.c.Committed() || sl.seq.Load() != seq || sl.acked.Load() == seq {
 		g.mu.Unlock()

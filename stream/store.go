@@ -524,7 +524,9 @@ func (st *Store) Stream(name string) (*Stream, error) {
 // there, listed and usable (the groups open on it were closed and return
 // ErrClosed; each may be opened again); once it was, the stream is gone,
 // and the error says what is left to happen (a sync, or removing its
-// files, which the store's next Open finishes).
+// files, which the store's next Open finishes). Calls on the stream and
+// its groups that would find it deleted while Delete runs wait until it
+// knows whether the stream goes.
 func (st *Store) Delete(name string) error {
 	if err := checkName("stream", name); err != nil {
 		return err
@@ -541,6 +543,11 @@ func (st *Store) Delete(name string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrNotFound, name)
 	}
+	// Calls on the stream wait from here until it is known whether it
+	// goes: a rename that fails leaves it there, and must not have
+	// them find it deleted meanwhile.
+	decided := s.beginDelete()
+	defer decided()
 	closeErr := s.shut(errDeleted)
 	fsys := st.fsys
 	sdir := filepath.Join(st.dir, _streamsDir)
@@ -555,13 +562,16 @@ func (st *Store) Delete(name string) error {
 			return nil
 		}
 		// Still there, whole: it stays listed, and usable again.
-		if uerr := s.unshut(closeErr); uerr != nil {
+		uerr := s.unshut(closeErr)
+		decided()
+		if uerr != nil {
 			return fmt.Errorf("stream: delete %q: not deleted, %s is still there, but %w; the rename failed: %w", name, s.dir, uerr, err)
 		}
 		return fmt.Errorf("stream: delete %q: not deleted, %s is still there and usable (the groups open on it were closed): %w", name, s.dir, errors.Join(err, closeErr))
 	}
 	delete(st.mu.streams, name)
 	st.count.Add(-1)
+	decided()
 	// From here on the stream is gone from this Store; what fails is
 	// only whether the deletion is durable, or its records' space freed.
 	if err := fsys.SyncDir(sdir); err != nil {

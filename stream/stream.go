@@ -52,6 +52,13 @@ type Stream struct {
 		last wal.Stats
 		// first is the log's FirstSeq when it was last closed.
 		first uint64
+		// deleting is set while a Delete of the stream runs, and closed
+		// (and cleared) once it knows whether the stream goes: calls
+		// made meanwhile wait for it (awaitDeleteLocked), rather than
+		// find the stream gone by a Delete that then fails and leaves it
+		// there. awaiting counts them (tests look).
+		deleting chan struct{}
+		awaiting int
 	}
 }
 
@@ -77,7 +84,54 @@ func (s *Stream) log() (*wal.Log, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.awaitDeleteLocked()
 	return s.logLocked()
+}
+
+// awaitDeleteLocked waits, s.mu released, while a Delete of the stream
+// has yet to decide whether the stream goes (see Store.Delete): what a
+// caller then finds is the stream deleted, or there and usable.
+// REQUIRES: s.mu is held, and no lock that a Delete takes (a group's); it
+// is held again on return.
+func (s *Stream) awaitDeleteLocked() {
+	for ch := s.mu.deleting; ch != nil; ch = s.mu.deleting {
+		s.mu.awaiting++
+		s.mu.Unlock()
+		<-ch
+		s.mu.Lock()
+		s.mu.awaiting--
+	}
+}
+
+// awaitDelete is awaitDeleteLocked for a caller holding no lock, with
+// err, an error it got, from the stream deleted: it reports whether a
+// Delete in progress was awaited, and the caller must look again.
+func (s *Stream) awaitDelete(err error) bool {
+	if !errors.Is(err, errDeleted) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	waited := s.mu.deleting != nil
+	s.awaitDeleteLocked()
+	return waited
+}
+
+// beginDelete marks a Delete of the stream in progress until the
+// function it returns is called (more than once is fine).
+func (s *Stream) beginDelete() (decided func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.mu.deleting = ch
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.mu.deleting == ch {
+			s.mu.deleting = nil
+			close(ch)
+		}
+	}
 }
 
 // logLocked is log. REQUIRES: s.mu is held.
@@ -121,13 +175,15 @@ func (s *Stream) wrapErr(err error) error {
 }
 
 // retry reports whether a call that got wal.ErrClosed from l should try
-// again on a new log: the janitor closed l because the stream was idle.
+// again on a new log: the janitor closed l because the stream was idle,
+// or a Delete that then failed closed it.
 func (s *Stream) retry(l *wal.Log, err error) bool {
 	if !errors.Is(err, wal.ErrClosed) {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.awaitDeleteLocked() // a Delete that fails opens the log again
 	return s.mu.err == nil && s.cur.Load() != l
 }
 
