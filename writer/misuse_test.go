@@ -159,7 +159,7 @@ func TestReopenRacingClose(t *testing.T) {
 	}
 	s := r.sink.(*rotSink)
 	// Reopen, up to its switch:
-	s.requestReopen(func() uint64 { pos, _ := r.e.Tail(); return pos })
+	req := s.requestReopen(func() uint64 { pos, _ := r.e.Tail(); return pos })
 	if err := r.e.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestReopenRacingClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	// ... and the rest of it, after Close.
-	if _, err := s.finishReopen(); !errors.Is(err, ErrClosed) {
+	if _, err := s.finishReopen(req); !errors.Is(err, ErrClosed) {
 		t.Errorf("Reopen's switch after Close = %v, want ErrClosed", err)
 	}
 	r2, err := OpenFile(path, nil)
@@ -530,12 +530,12 @@ func TestReopenFailureKeepsLogging(t *testing.T) {
 				// Reopen's steps, with a record between the request
 				// and the flush.
 				s := r.sink.(*rotSink)
-				s.requestReopen(func() uint64 { pos, _ := r.e.Tail(); return pos })
+				req := s.requestReopen(func() uint64 { pos, _ := r.e.Tail(); return pos })
 				mustWrite(t, r, []byte("two\n"))
 				if err := r.Flush(t.Context()); err != nil {
 					t.Fatalf("Flush = %v", err)
 				}
-				if _, err := s.finishReopen(); !errors.Is(err, ErrInUse) {
+				if _, err := s.finishReopen(req); !errors.Is(err, ErrInUse) {
 					t.Errorf("Reopen = %v, want ErrInUse", err)
 				}
 			} else {

@@ -854,11 +854,11 @@ func (r *Ring) Reopen() error {
 	if err := r.state(); err != nil {
 		return err
 	}
-	s.requestReopen(func() uint64 { pos, _ := r.e.Tail(); return pos })
+	req := s.requestReopen(func() uint64 { pos, _ := r.e.Tail(); return pos })
 	if err := r.e.Flush(context.Background()); err != nil {
 		return mapErr(err)
 	}
-	gen, err := s.finishReopen()
+	gen, err := s.finishReopen(req)
 	if err != nil {
 		return err
 	}

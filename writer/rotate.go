@@ -255,9 +255,12 @@ type rotSink struct {
 	// reopenAt, if not 0, is one more than the log position (a record
 	// boundary) at which Reopen asked for a new file.
 	reopenAt uint64
-	// reopenErr is the error of the switch last asked for by Reopen,
-	// if it failed: the Ring wrote on to the file it had.
-	reopenErr error
+	// reopenReq numbers Reopen's requests (a Reopen made while one is
+	// pending joins it), and reopenDone is the number of the last one
+	// switched for; reopenErr is that switch's error, if it failed (the
+	// Ring wrote on to the file it had).
+	reopenReq, reopenDone uint64
+	reopenErr             error
 	// closed is set by close: no file is opened after it.
 	closed  bool
 	reopens atomic.Uint64
@@ -531,11 +534,12 @@ func splitAt(a, b []byte, k int) (ha, hb, ta, tb []byte) {
 func (s *rotSink) switchAt(c uint64, reopen bool) error {
 	if reopen {
 		s.reopenAt = 0
+		s.reopenDone = s.reopenReq
 		switched, err := s.reopen()
+		s.reopenErr = err
 		if err != nil {
 			// Nothing changed: the Ring writes on to the file it
 			// has, and Reopen returns the error (finishReopen).
-			s.reopenErr = err
 			return nil
 		}
 		if !switched {
@@ -782,24 +786,28 @@ func (s *rotSink) awaitClosed(gen uint64) error {
 // requestReopen asks for a new file from the log position tail returns
 // on (the claim tail, a record boundary): the flusher's Write switches
 // files when it reaches it. The tail is read under mu, so that no Write
-// has gone past it. An earlier request still pending stands.
-func (s *rotSink) requestReopen(tail func() uint64) {
+// has gone past it. An earlier request still pending stands, and the
+// call joins it. It returns the number of the request (see finishReopen).
+func (s *rotSink) requestReopen(tail func() uint64) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := tail(); s.reopenAt == 0 || c+1 < s.reopenAt {
-		if s.reopenAt == 0 {
-			s.reopenErr = nil // a new request
-		}
+	if c := tail(); s.reopenAt == 0 {
+		s.reopenReq++
 		s.reopenAt = c + 1
 	}
+	return s.reopenReq
 }
 
-// finishReopen makes the switch requestReopen asked for if the flusher
-// has not: once every byte before the cut was written, a Write that
-// would make it may never come. It returns the number of files handed to
-// the closer, and the error of the switch if it failed (the Ring then
-// wrote on to the file it had).
-func (s *rotSink) finishReopen() (gen uint64, err error) {
+// finishReopen makes the switch of request req (requestReopen's number)
+// if the flusher has not: once every byte before the cut was written, a
+// Write that would make it may never come. It returns the number of files
+// handed to the closer, and the error of the last switch Reopen asked
+// for, if it failed (the Ring then wrote on to the file it had): that
+// switch is req's or, when other Reopens ran meanwhile, a later one's,
+// which decided the file the Ring writes now. Another Reopen's request
+// made since req's was switched for is not req's to make, nor to fail
+// for: its bytes need not all be written yet.
+func (s *rotSink) finishReopen(req uint64) (gen uint64, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -808,8 +816,8 @@ func (s *rotSink) finishReopen() (gen uint64, err error) {
 		// and its lock.
 		return s.gen, ErrClosed
 	}
-	if s.reopenAt != 0 {
-		if c := s.reopenAt - 1; s.pos != c {
+	if s.reopenDone < req {
+		if c := s.reopenAt - 1; s.reopenAt == 0 || s.pos != c {
 			return s.gen, fmt.Errorf("writer: reopen at %d, written to %d", c, s.pos)
 		}
 		if err := s.switchAt(s.pos, true); err != nil {
