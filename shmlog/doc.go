@@ -74,7 +74,8 @@
 //     adds 1 to left; then rolls (5) and retries in file i+1.
 //  5. if o ≥ C: adds 1 to left and rolls: under an exclusive
 //     flock of P.lock, if active is still i, creates file i+1 (written to
-//     a temporary name, preallocated, header filled, renamed into place)
+//     a temporary name of its own, preallocated, header filled, linked
+//     into place: a file of that name is never replaced, but kept)
 //     and sets active to i+1; then maps file active and retries there.
 //     A Log whose P no longer names the file 0 it opened (the log was
 //     removed or replaced) fails instead: the files named P.%08d may be
@@ -85,7 +86,9 @@
 // again and retries if not: were P.lock removed while the log is in use,
 // processes holding the old file and processes that created a new one
 // would otherwise each hold "the" lock. A removal while a process holds
-// the lock is seen at its next lock.
+// the lock is seen at its next lock; meanwhile a process that locks a new
+// P.lock may roll at the same time, and as no file is made by replacing
+// another, the two rolls end in the same file.
 //
 // After a successful commit, a writer that reads waiters ≠ 0 adds 1 to
 // wake and wakes every futex(2) waiter on it (FUTEX_WAKE, not private). A

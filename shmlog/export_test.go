@@ -50,3 +50,7 @@ func (l *Log) SlotFirst(s int) uint64 { return l.hdr.slot(s, _slotFirst).Load() 
 // SetSlotFirst sets slot s's first word, as a process of a binary that
 // predates the word leaves it when it takes the slot.
 func (l *Log) SetSlotFirst(s int, v uint64) { l.hdr.slot(s, _slotFirst).Store(v) }
+
+// SetBeforeCreate makes every roll that found no next file run fn, with
+// the lock of path.lock held, before it creates the file.
+func (l *Log) SetBeforeCreate(fn func()) { l.beforeCreate = fn }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"os"
 	"sync/atomic"
 
@@ -131,20 +132,35 @@ const (
 )
 
 // createFile creates file p.index of the log at path, preallocated and with
-// its header page written, under a temporary name renamed into place, so
-// other processes see either no file or a whole one. The directory entry is
-// made durable by the next Log.Sync.
+// its header page written, under a temporary name of its own linked into
+// place, so other processes see either no file or a whole one. It never
+// replaces a file of that name: one there is kept (it returns nil), as a
+// process whose lock of path.lock did not exclude this one (path.lock was
+// removed while one held it) may have made it and appended to it since.
+// The directory entry is made durable by the next Log.Sync.
 // REQUIRES: the caller holds the exclusive lock of path.lock.
 func createFile(path string, p params, perm os.FileMode) error {
 	name := fileName(path, p.index)
-	tmp := name + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
+	var (
+		tmp string
+		f   *os.File
+		err error
+	)
+	for i := 0; ; i++ {
+		// A name of this process's own: another creator's file is never
+		// truncated or linked in its place.
+		tmp = fmt.Sprintf("%s.%d-%d.tmp", name, os.Getpid(), i)
+		f, err = os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || i >= 100 {
+			return err
+		}
 	}
+	defer os.Remove(tmp)
 	fail := func(err error) error {
 		f.Close()
-		os.Remove(tmp)
 		return err
 	}
 	if err := sys.Fallocate(f, 0, int64(_hdrSize+p.capacity)); err != nil {
@@ -156,12 +172,12 @@ func createFile(path string, p params, perm os.FileMode) error {
 		return fail(err)
 	}
 	if err := f.Close(); err != nil {
-		os.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, name); err != nil {
-		os.Remove(tmp)
-		return err
+	if err := os.Link(tmp, name); err != nil && !errors.Is(err, fs.ErrExist) {
+		// A file system with no hard links: rename, which would replace a
+		// file made since by a process the lock did not exclude.
+		return os.Rename(tmp, name)
 	}
 	return nil
 }

@@ -63,3 +63,60 @@ func TestLockFileRemoved(t *testing.T) {
 		}
 	}
 }
+
+// TestLockFileRemovedDuringRoll: PATH.lock removed while a roll holds its
+// lock. A Log opened meanwhile locks a new PATH.lock and rolls at the same
+// time: it makes the next file and appends to it. The first roll, which
+// found no next file before, must not put its own file in its place: its
+// rename replaced the file with the other Log's records in it, and every
+// reader lost them.
+func TestLockFileRemovedDuringRoll(t *testing.T) {
+	path := logPath(t)
+	o := &shmlog.Options{MaxFileSize: 8192}
+	a, err := shmlog.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var b *shmlog.Log
+	var bErr error
+	a.SetBeforeCreate(func() {
+		a.SetBeforeCreate(nil)
+		if bErr = os.Remove(path + ".lock"); bErr != nil {
+			return
+		}
+		// b locks the new PATH.lock, rolls and appends in file 1.
+		if b, bErr = shmlog.Open(path, o); bErr != nil {
+			return
+		}
+		for range 20 {
+			if _, bErr = b.Append([]byte("b")); bErr != nil {
+				return
+			}
+		}
+	})
+	n := 0
+	for a.Stats().ActiveFile == 0 {
+		if _, err := a.Append([]byte("a")); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if b != nil {
+		defer b.Close()
+	}
+	if bErr != nil {
+		t.Fatal(bErr)
+	}
+	if _, err := a.Append([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	var got [2]int
+	st, err := shmlog.Verify(path, func(r shmlog.Record) error {
+		got[r.Payload[0]-'a']++
+		return nil
+	})
+	if err != nil || got != [2]int{n + 1, 20} {
+		t.Fatalf("Verify: %+v, %v: %d records of a (want %d) and %d of b (want 20)", st, err, got[0], n+1, got[1])
+	}
+}

@@ -84,6 +84,9 @@ type Log struct {
 	// beforeHeader, if not nil, runs between a claim and its header CAS
 	// (test seam).
 	beforeHeader func()
+	// beforeCreate, if not nil, runs in a roll that found no next file,
+	// before it creates it (test seam).
+	beforeCreate func()
 	fdatasync    func(*os.File) error // sys.Fdatasync (test seam)
 
 	lockf *os.File // path.lock: exclusive while joining, rolling, closing
@@ -745,6 +748,9 @@ func (l *Log) roll(idx uint64) error {
 		// before moving active made, or one holding records whose move of
 		// active a power cut lost. It is kept.
 		if _, err := os.Stat(fileName(l.path, idx+1)); errors.Is(err, fs.ErrNotExist) {
+			if l.beforeCreate != nil {
+				l.beforeCreate()
+			}
 			if err := createFile(l.path, params{capacity: l.capacity, index: idx + 1}, l.o.Perm); err != nil {
 				return fmt.Errorf("shmlog: roll to file %d: %w", idx+1, err)
 			}
