@@ -2,9 +2,15 @@ package wal
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +68,15 @@ type ack struct {
 	g, i int
 }
 
+// TestCrashRecoveryKeepsEveryDurableAck cuts the power (MemFS.Crash) at
+// random moments while writers append. In SyncBatch and SyncInterval
+// trials the writers wait for durability (WaitDurable), and every record
+// acknowledged durable must survive. In SyncNever trials nothing but the
+// rotations syncs: the writers only Flush, handing their records to the
+// OS. A process kill taken at the same moment (killCopy, with the log's
+// file operations paused) must keep every record Flush returned for; the
+// power cut may lose them, but the log must open with a prefix of whole
+// records that holds every record DurableSeq said was durable.
 func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 	trials := 40
 	if testing.Short() {
@@ -100,8 +115,10 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 				}
 				return n, nil
 			})
-			opts := &Options{fsys: slow, SegmentSize: 64 << 10, BufferSize: 64 << 10, BatchAge: time.Millisecond}
-			if trial%3 == 1 {
+			gate := &pauseFS{FS: slow, mu: new(sync.RWMutex)}
+			opts := &Options{fsys: gate, SegmentSize: 64 << 10, BufferSize: 64 << 10, BatchAge: time.Millisecond}
+			never := trial%3 == 1
+			if never {
 				opts.Sync = SyncNever
 			}
 			if trial%3 == 2 {
@@ -133,7 +150,11 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 							return
 						}
 						if g%2 == 0 || i%10 == 0 {
-							if err := l.WaitDurable(context.Background(), seq); err != nil {
+							wait := func() error { return l.WaitDurable(context.Background(), seq) }
+							if never {
+								wait = func() error { return l.Flush(context.Background()) }
+							}
+							if err := wait(); err != nil {
 								return
 							}
 							mu.Lock()
@@ -159,6 +180,15 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 			mu.Lock()
 			acked := append([]ack(nil), acks...) // acknowledged before the cut
 			mu.Unlock()
+			durableAtCut := l.DurableSeq()
+			var killed *vfs.MemFS
+			if never {
+				// A process kill at this moment: what the files hold,
+				// with no file operation of the log under way.
+				gate.mu.Lock()
+				killed = killCopy(t, fsys, dir)
+				gate.mu.Unlock()
+			}
 			pmu.Lock()
 			unsynced := 0
 			for _, n := range pending {
@@ -189,17 +219,29 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := readAll(t, crashed, dir)
-			for _, a := range acked {
-				p, ok := got[a.seq]
-				if !ok {
-					t.Fatalf("durable seq %d (writer %d #%d) lost; recovery %+v", a.seq, a.g, a.i, rec)
-				}
-				if g, i, err := parsePayload(p); err != nil || g != a.g || i != a.i {
-					t.Fatalf("seq %d holds writer %d #%d (%v), acked writer %d #%d", a.seq, g, i, err, a.g, a.i)
+			if !never {
+				checkAcked(t, "after the power cut", got, acked, rec)
+			}
+			for s := uint64(1); s <= durableAtCut; s++ {
+				if _, ok := got[s]; !ok {
+					t.Fatalf("seq %d lost, DurableSeq was %d before the power cut; recovery %+v", s, durableAtCut, rec)
 				}
 			}
 			if uint64(len(got)) != rec.NextSeq-rec.FirstSeq {
 				t.Fatalf("read %d records, recovery says [%d,%d)", len(got), rec.FirstSeq, rec.NextSeq)
+			}
+			if never {
+				lk, err := Open(dir, &Options{fsys: killed, SegmentSize: 64 << 10, BufferSize: 64 << 10})
+				if err != nil {
+					t.Fatalf("Open after the process kill: %v", err)
+				}
+				krec := lk.Recovery()
+				noErr(t, lk.Close())
+				kgot := readAll(t, killed, dir)
+				checkAcked(t, "after the process kill", kgot, acked, krec)
+				if uint64(len(kgot)) != krec.NextSeq-krec.FirstSeq {
+					t.Fatalf("after the process kill: read %d records, recovery says [%d,%d)", len(kgot), krec.FirstSeq, krec.NextSeq)
+				}
 			}
 
 			// Appends after recovery must survive a second crash.
@@ -231,7 +273,11 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 			}
 			l4.Close()
 			got = readAll(t, crashed2, dir)
-			for _, a := range append(acked, after...) {
+			again := after
+			if !never {
+				again = append(acked, after...) // durable: they survive both cuts
+			}
+			for _, a := range again {
 				p, ok := got[a.seq]
 				if !ok {
 					t.Fatalf("after second crash: durable seq %d lost", a.seq)
@@ -241,5 +287,300 @@ func TestCrashRecoveryKeepsEveryDurableAck(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkAcked fails the test unless every record of acked is in got, as
+// its writer appended it.
+func checkAcked(t *testing.T, when string, got map[uint64][]byte, acked []ack, rec Recovery) {
+	t.Helper()
+	for _, a := range acked {
+		p, ok := got[a.seq]
+		if !ok {
+			t.Fatalf("%s: acknowledged seq %d (writer %d #%d) lost; recovery %+v", when, a.seq, a.g, a.i, rec)
+		}
+		if g, i, err := parsePayload(p); err != nil || g != a.g || i != a.i {
+			t.Fatalf("%s: seq %d holds writer %d #%d (%v), acknowledged writer %d #%d", when, a.seq, g, i, err, a.g, a.i)
+		}
+	}
+}
+
+// pauseFS runs every operation on its FS, and on the files it opens,
+// under a read lock of mu: whoever holds mu's write lock sees the files
+// with no operation under way and none beginning, as a process kill
+// leaves them. The locks FS.Lock returns are not wrapped.
+type pauseFS struct {
+	vfs.FS
+	mu *sync.RWMutex
+}
+
+func (p *pauseFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	f, err := p.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &pauseFile{File: f, mu: p.mu}, nil
+}
+
+func (p *pauseFS) OpenRegular(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	f, err := p.FS.OpenRegular(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &pauseFile{File: f, mu: p.mu}, nil
+}
+
+func (p *pauseFS) Remove(name string) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.FS.Remove(name)
+}
+
+func (p *pauseFS) Rename(oldname, newname string) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.FS.Rename(oldname, newname)
+}
+
+func (p *pauseFS) MkdirAll(dir string, perm os.FileMode) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.FS.MkdirAll(dir, perm)
+}
+
+func (p *pauseFS) SyncDir(dir string) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.FS.SyncDir(dir)
+}
+
+// pauseFile is a file of a pauseFS.
+type pauseFile struct {
+	vfs.File
+	mu *sync.RWMutex
+}
+
+func (f *pauseFile) WriteAt(b []byte, off int64) (int, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.File.WriteAt(b, off)
+}
+
+func (f *pauseFile) WritevAt(bufs [][]byte, off int64) (int, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.File.WritevAt(bufs, off)
+}
+
+func (f *pauseFile) Sync() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.File.Sync()
+}
+
+func (f *pauseFile) Truncate(size int64) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.File.Truncate(size)
+}
+
+func (f *pauseFile) Preallocate(off, n int64) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.File.Preallocate(off, n)
+}
+
+// killCopy returns a new MemFS holding, durably, what the files under dir
+// of fsys hold now: what a SIGKILL of the process that writes them leaves
+// (the page cache keeps every write handed to it, synced or not). The
+// caller keeps the writer from changing the files while it copies (see
+// pauseFS).
+func killCopy(t *testing.T, fsys vfs.FS, dir string) *vfs.MemFS {
+	t.Helper()
+	out := vfs.NewMem()
+	var copyDir func(d string)
+	copyDir = func(d string) {
+		noErr(t, vfs.MkdirAllDurable(out, d))
+		entries, err := fsys.ReadDir(d)
+		noErr(t, err)
+		for _, e := range entries {
+			p := filepath.Join(d, e.Name())
+			if e.IsDir() {
+				copyDir(p)
+				continue
+			}
+			f, err := fsys.OpenFile(p, os.O_RDONLY, 0)
+			noErr(t, err)
+			size, err := f.Size()
+			noErr(t, err)
+			b := make([]byte, size)
+			if size > 0 {
+				_, err = f.ReadAt(b, 0)
+				noErr(t, err)
+			}
+			noErr(t, f.Close())
+			g, err := out.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+			noErr(t, err)
+			_, err = g.WriteAt(b, 0)
+			noErr(t, err)
+			noErr(t, g.Sync())
+			noErr(t, g.Close())
+		}
+		noErr(t, out.SyncDir(d))
+	}
+	copyDir(dir)
+	return out
+}
+
+// TestKillDuringSealKeepsFlushedRecords kills the process (killCopy)
+// while a rotation's seal is under way: the sealer's fdatasync of the
+// sealed segment has not returned, so the new segment is still under
+// its temporary name (spareName), and the flusher has written records
+// into it and Flush has returned for them. A process kill keeps every
+// byte handed to the OS: the next Open must keep those records, not
+// remove the new segment as a spare that never held one.
+func TestKillDuringSealKeepsFlushedRecords(t *testing.T) {
+	mem := vfs.NewMem()
+	sealing := make(chan struct{}) // closed when the sealer's fdatasync of a segment began
+	release := make(chan struct{}) // closed to let it go on
+	var once sync.Once
+	var armed atomic.Bool // set once the log is open
+	inj := func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if op == vfs.OpSync && armed.Load() && strings.HasSuffix(name, segSuffix) {
+			once.Do(func() { close(sealing) })
+			<-release
+		}
+		return n, nil
+	}
+	const dir = "/log"
+	opts := &Options{fsys: vfs.WithFaults(mem, inj), SegmentSize: 64 << 10, BufferSize: 64 << 10, Sync: SyncNever}
+	l := mustOpen(t, dir, opts)
+	armed.Store(true)
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+		l.Close()
+	}()
+	ctx := context.Background()
+	want := map[uint64][]byte{}
+	i := 0
+	appendFlush := func() {
+		p := testPayload(1, i, 200)
+		i++
+		seq, err := l.Append(p)
+		noErr(t, err)
+		noErr(t, l.Flush(ctx))
+		want[seq] = p
+	}
+	for l.Stats().SegmentsCreated == 0 {
+		appendFlush()
+	}
+	<-sealing
+	// The seal of the first segment is stuck in its fdatasync: these go
+	// into the new segment, still under its temporary name.
+	for range 20 {
+		appendFlush()
+	}
+	if _, err := mem.Stat(filepath.Join(dir, spareName)); err != nil {
+		t.Fatalf("the new segment is not under %s: %v", spareName, err)
+	}
+	killed := killCopy(t, mem, dir)
+	repaired := killCopy(t, mem, dir)
+	followed := killCopy(t, mem, dir)
+	close(release)
+	released = true
+	noErr(t, l.Close())
+
+	end := uint64(i) + 1 // the log's end after the kill
+	check := func(when string, got map[uint64][]byte) {
+		t.Helper()
+		for seq, p := range want {
+			if g, ok := got[seq]; !ok {
+				t.Fatalf("%s: record %d, flushed before the kill, lost", when, seq)
+			} else if string(g) != string(p) {
+				t.Fatalf("%s: record %d holds other bytes", when, seq)
+			}
+		}
+	}
+	// Verify, and a Reader of the closed log, see what Open keeps.
+	rep, err := Verify(dir, &Options{fsys: killed})
+	noErr(t, err)
+	if rep.NextSeq != end || rep.Torn != nil || len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], spareName) {
+		t.Fatalf("Verify after the kill: %+v, want the log to end before %d and a warning naming %s", rep, end, spareName)
+	}
+	check("OpenReader before Open", readAll(t, killed, dir))
+
+	l2, err := Open(dir, &Options{fsys: killed, SegmentSize: 64 << 10, BufferSize: 64 << 10})
+	if err != nil {
+		t.Fatalf("Open after the kill: %v", err)
+	}
+	rec := l2.Recovery()
+	noErr(t, l2.Close())
+	if rec.NextSeq != end || rec.TailSegment != segmentName(rec.NextSeq-20) {
+		t.Fatalf("after the kill the log is [%d, %d) with tail %s, want it to end before %d in %s", rec.FirstSeq, rec.NextSeq, rec.TailSegment, end, segmentName(end-20))
+	}
+	check("after Open", readAll(t, killed, dir))
+	// The new segment has its name now, and no spare is left.
+	if _, err := killed.Stat(filepath.Join(dir, spareName)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s after Open: %v", spareName, err)
+	}
+
+	// Repair names it too, before it looks for damage.
+	rr, err := Repair(dir, false, &Options{fsys: repaired})
+	if err != nil || len(rr.Cuts) > 0 {
+		t.Fatalf("Repair after the kill: %+v, %v", rr, err)
+	}
+	if _, err := repaired.Stat(filepath.Join(dir, segmentName(end-20))); err != nil {
+		t.Fatalf("after Repair: %v", err)
+	}
+	check("after Repair", readAll(t, repaired, dir))
+
+	// A follower that read into the new segment before it had its name
+	// goes on in it once an Open named it, with no record twice.
+	r, err := OpenReader(dir, 0, &Options{fsys: followed})
+	noErr(t, err)
+	defer r.Close()
+	got := map[uint64][]byte{}
+	next := uint64(1)
+	take := func() {
+		t.Helper()
+		for r.Next() {
+			if r.Seq() != next {
+				t.Fatalf("follower: record %d after %d", r.Seq(), next-1)
+			}
+			got[r.Seq()] = append([]byte(nil), r.Record()...)
+			next++
+		}
+		noErr(t, r.Err())
+	}
+	take()
+	check("OpenReader before Open", got)
+	// It begins to follow while the segment has no name.
+	ctx0, cancel0 := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	if err := r.Wait(ctx0); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("follower: Wait before Open: %v", err)
+	}
+	cancel0()
+	take()
+	l3 := mustOpen(t, dir, &Options{fsys: followed, SegmentSize: 64 << 10, BufferSize: 64 << 10})
+	defer l3.Close()
+	for k := range 5 {
+		_, err := l3.Append(testPayload(2, k, 100))
+		noErr(t, err)
+	}
+	noErr(t, l3.Flush(context.Background()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for next < end+5 {
+		if err := r.Wait(ctx); err != nil {
+			t.Fatalf("follower: Wait at %d: %v", next, err)
+		}
+		take()
 	}
 }

@@ -52,6 +52,13 @@ type Reader struct {
 	// ids is the log's ID, from the segment headers read (or given by
 	// recovery).
 	ids logIDs
+	// spare makes the Reader go on, after a last segment that ends in its
+	// footer, into the rotation's new segment under spareName if there is
+	// one, as Open names it (see adoptSpare). Set by OpenReader.
+	spare bool
+	// unnamed is the last segment's footer the Reader went on past into
+	// such a segment, nil if none (Repair names it first).
+	unnamed *unnamedSeg
 
 	f       vfs.File
 	sc      *frame.Scanner
@@ -155,7 +162,7 @@ func OpenReader(dir string, from uint64, opts *Options) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{fsys: o.fsys, dir: dir, segs: segs, from: from, maxRec: o.MaxRecordSize, foreign: foreign, footerAt: -1}
+	r := &Reader{fsys: o.fsys, dir: dir, segs: segs, from: from, maxRec: o.MaxRecordSize, foreign: foreign, footerAt: -1, spare: true}
 	r.window = o.ReaderWindow // used once Wait makes the Reader a follower
 	if fi, err := o.fsys.Stat(dir); err == nil {
 		r.dirInfo = fi
@@ -212,6 +219,12 @@ func (r *Reader) Next() bool {
 				}
 				r.footerAt = off
 				r.endSegment(nil)
+				if r.spare && !r.done {
+					if s, ok := r.unnamedNext(); ok {
+						r.unnamed = &unnamedSeg{prev: r.cur, footerAt: off, next: s}
+						r.segs = append(slices.Clip(r.segs), s)
+					}
+				}
 				continue
 			}
 			if n, ok := decodeGap(fr); ok && fr.Seq == r.expect {
@@ -323,7 +336,7 @@ func (r *Reader) openSegment() error {
 		}
 		return r.corrupt(0, chainError(prev, r.expect, s.firstSeq))
 	}
-	f, err := r.fsys.OpenRegular(filepath.Join(r.dir, s.name), os.O_RDONLY, 0)
+	f, err := r.openFile(s)
 	if err != nil {
 		if first, ok := r.deletedBefore(s.firstSeq, err); ok {
 			// Retention deleted it since the listing, in the process
@@ -383,6 +396,47 @@ func (r *Reader) openSegment() error {
 		r.sc = frame.NewScanner(data, headerPage, r.maxRec)
 	}
 	return nil
+}
+
+// unnamedSeg is a rotation's new segment, still under spareName, that a
+// Reader went on into after prev, which ends in a footer at footerAt.
+type unnamedSeg struct {
+	prev     segInfo
+	footerAt int64
+	next     segInfo
+}
+
+// unnamedNext returns the rotation's new segment that follows the last
+// segment, which ended in its footer before record r.expect, if the
+// writer had not named it yet: the file under spareName with a header
+// of the log (rotate writes it, createSpare never does) whose first
+// record is r.expect.
+func (r *Reader) unnamedNext() (segInfo, bool) {
+	f, err := r.fsys.OpenRegular(filepath.Join(r.dir, spareName), os.O_RDONLY, 0)
+	if err != nil {
+		return segInfo{}, false
+	}
+	h, _, err := readHeader(f)
+	f.Close()
+	if err != nil || h.FirstSeq != r.expect || !h.Log.Matches(r.ids.id) {
+		return segInfo{}, false
+	}
+	return segInfo{name: segmentName(r.expect), firstSeq: r.expect, file: spareName}, true
+}
+
+// openFile opens segment s for reading. A segment under spareName that
+// is no longer there with its header was named by its writer since:
+// it is opened by its name.
+func (r *Reader) openFile(s segInfo) (vfs.File, error) {
+	if s.file != "" {
+		if f, err := r.fsys.OpenRegular(filepath.Join(r.dir, s.file), os.O_RDONLY, 0); err == nil {
+			if h, _, err := readHeader(f); err == nil && h.FirstSeq == s.firstSeq {
+				return f, nil
+			}
+			f.Close()
+		}
+	}
+	return r.fsys.OpenRegular(filepath.Join(r.dir, s.name), os.O_RDONLY, 0)
 }
 
 // endSegment closes the current segment after its frames ran out (damage nil

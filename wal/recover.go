@@ -26,19 +26,20 @@ import (
 //     zeros after it: remove it, continue after the sealed one before it;
 //   - the tail segment was being sealed, or was sealed just before the
 //     crash: a valid footer frame follows its last record: finish the seal
-//     and start the next segment.
+//     and start the next segment, or continue in the one the rotation
+//     started if it is still under spareName (the sealer had not named
+//     it: records handed to the OS may be in it).
 //
 // Anything else that does not decode is corruption. With
 // Options.VerifyOnOpen every sealed segment is CRC-scanned too, and damage
 // in one is corruption.
 func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, error) {
 	rec := Recovery{TruncatedAt: -1}
-	// A spare segment never holds an acknowledged record (see rotate), nor
-	// does a segment a Repair was rebuilding when it stopped (see salvage).
-	for _, tmp := range []string{spareName, repairTmp} {
-		if err := fsys.Remove(filepath.Join(dir, tmp)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, rec, fmt.Errorf("wal: remove %s: %w", tmp, err)
-		}
+	// A segment a Repair was rebuilding when it stopped holds nothing of
+	// the log's (see salvage). A file under spareName that recoverTail
+	// does not adopt as the next segment is removed once recovery is done.
+	if err := fsys.Remove(filepath.Join(dir, repairTmp)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, rec, fmt.Errorf("wal: remove %s: %w", repairTmp, err)
 	}
 	segs, _, _, err := listSegments(fsys, dir)
 	if err != nil {
@@ -117,6 +118,15 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 		if err := w.startSegment(next); err != nil {
 			return nil, rec, err
 		}
+	}
+	// A spare prepared for the next rotation never holds a record, nor
+	// does a new segment that recoverTail did not adopt: the segment
+	// before it did not end in its footer (a power cut took records
+	// before the footer, none of them durable), so the new one's records
+	// do not follow it.
+	if err := fsys.Remove(filepath.Join(dir, spareName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		w.closeFile(false)
+		return nil, rec, fmt.Errorf("wal: remove %s: %w", spareName, err)
 	}
 	w.durable.Store(w.nextSeq)
 	rec.NextSeq = w.nextSeq
@@ -217,7 +227,18 @@ func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, r
 		if err != nil {
 			return fmt.Errorf("wal: finish seal of %s: %w", s.name, err)
 		}
-		return w.startSegment(next)
+		// The rotation that wrote the footer may have started the next
+		// segment under spareName, and written records into it that were
+		// handed to the OS (Flush returned, Readers saw them), before the
+		// sealer gave it its name: a process that stopped then leaves
+		// them there. Continue in it.
+		if ok, err := adoptSpare(fsys, dir, next, ids); err != nil || !ok {
+			if err != nil {
+				return err
+			}
+			return w.startSegment(next)
+		}
+		return recoverTail(fsys, dir, segInfo{name: segmentName(next), firstSeq: next}, o, w, rec, ids)
 	}
 	w.f, w.name, w.firstSeq, w.count = f, s.name, s.firstSeq, next-s.firstSeq
 	w.startOff, w.startPos = end, 0
@@ -254,4 +275,41 @@ func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, r
 		}
 	}
 	return nil
+}
+
+// adoptSpare gives the file under spareName the name of segment next, as
+// the sealer would have (fdatasync, rename, directory fsync), if it is a
+// rotation's new segment that starts at next: its header, which rotate
+// writes and createSpare never does, says so, with the log's ID. It
+// reports whether it did. REQUIRES: the segment before next is durably
+// sealed.
+func adoptSpare(fsys vfs.FS, dir string, next uint64, ids *logIDs) (bool, error) {
+	path := filepath.Join(dir, spareName)
+	f, err := fsys.OpenRegular(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("wal: open %s: %w", spareName, err)
+	}
+	h, _, herr := readHeader(f)
+	if herr != nil || h.FirstSeq != next || !h.Log.Matches(ids.id) {
+		f.Close()
+		return false, nil // a spare prepared for a rotation, or not the next segment
+	}
+	name := segmentName(next)
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fsys.Rename(path, filepath.Join(dir, name))
+	}
+	if err == nil {
+		err = fsys.SyncDir(dir)
+	}
+	if err != nil {
+		return false, fmt.Errorf("wal: name segment %s (%s, started before the log stopped): %w", name, spareName, err)
+	}
+	return true, nil
 }

@@ -43,6 +43,10 @@ func parseSegmentName(name string) (uint64, bool) {
 type segInfo struct {
 	name     string
 	firstSeq uint64 // from the name
+	// file is the file's name in the directory where it is not name:
+	// spareName, for the new segment of a rotation whose sealer had not
+	// named it when the writer stopped (see Reader.unnamedNext).
+	file string
 }
 
 // ownName reports whether name is one of the log's own files other than a

@@ -313,9 +313,11 @@ func (w *segWriter) walk(p []byte, pos uint64) (n int, rotate bool, err error) {
 	return len(p), false, nil
 }
 
-// spareName is the temporary name of the preallocated next segment. A file
-// under this name never holds an acknowledged record (see rotate); Open
-// removes it.
+// spareName is the temporary name of the preallocated next segment, and
+// of a rotation's new segment until the sealer names it. Records in it
+// are never reported durable (see rotate), but the flusher writes into it
+// before it has its name: Open names it if it is the next segment (see
+// adoptSpare) and removes it otherwise.
 const spareName = "next-segment.tmp"
 
 // sealJob is one rotation's work for the sealer goroutine.

@@ -30,6 +30,10 @@ type VerifyReport struct {
 	// LogID is the log's ID, from its segments' headers: zero for a log
 	// created before log IDs, or with no segment.
 	LogID frame.LogID
+
+	// unnamed is the rotation's new segment read under spareName, nil if
+	// none (see Reader.unnamedNext): Repair names it before it repairs.
+	unnamed *unnamedSeg
 }
 
 // Verify checks every record of every segment in dir: checksums, sequence
@@ -57,6 +61,10 @@ func Verify(dir string, opts *Options) (*VerifyReport, error) {
 	rep.Gaps = r.gaps
 	rep.Torn = r.Torn()
 	rep.LogID = r.ids.id
+	if u := r.unnamed; u != nil {
+		rep.unnamed = u
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s holds segment %s (records from seq %d), which its writer had not named yet; Open names it", spareName, u.next.name, u.next.firstSeq))
+	}
 	if rep.Torn != nil && rep.Torn.Bytes == 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: %v; Open removes it", rep.Torn.Segment, rep.Torn.Damage))
 		rep.Torn = nil
@@ -155,6 +163,16 @@ func Repair(dir string, force bool, opts *Options) (*RepairReport, error) {
 	if rep == nil {
 		return nil, verr
 	}
+	if rep.unnamed != nil {
+		// Name the rotation's new segment first, as Open would: what
+		// follows repairs files by their names.
+		if err := nameUnnamed(&o, dir, rep.unnamed, rep.LogID); err != nil {
+			return nil, err
+		}
+		if rep, verr = Verify(dir, &o); rep == nil {
+			return nil, verr
+		}
+	}
 	out := &RepairReport{}
 	var ce *CorruptionError
 	switch {
@@ -175,6 +193,30 @@ func Repair(dir string, force bool, opts *Options) (*RepairReport, error) {
 	default:
 		return nil, verr
 	}
+}
+
+// nameUnnamed finishes the seal of u.prev (its footer ends it, durably)
+// and gives the rotation's new segment under spareName its name, as Open
+// does (see recoverTail).
+func nameUnnamed(o *Options, dir string, u *unnamedSeg, id frame.LogID) error {
+	f, err := o.fsys.OpenRegular(filepath.Join(dir, u.prev.name), os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("wal: repair: %w", err)
+	}
+	err = f.Truncate(u.footerAt + frame.FooterSize)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("wal: repair: finish seal of %s: %w", u.prev.name, err)
+	}
+	if _, err := adoptSpare(o.fsys, dir, u.next.firstSeq, &logIDs{id: id}); err != nil {
+		return fmt.Errorf("wal: repair: %w", err)
+	}
+	return nil
 }
 
 // cutSegment copies [at, end) of the tail segment into a side file,
