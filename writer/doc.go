@@ -197,7 +197,9 @@
 // Sync, Close) returns the error. That holds for the fdatasync of a
 // rotated or reopened file too, which the closer goroutine makes: every
 // call that starts after it failed returns its error, even on a Ring with
-// nothing left to write. A failed write to an io.Writer sink (a
+// nothing left to write. Close cuts a file that took part of a failed
+// write (a disk that filled up mid-write) back to where the last
+// successful write ended. A failed write to an io.Writer sink (a
 // network connection that hiccups) is retried instead: the bytes not yet
 // written are written again, in order, after a pause that doubles from
 // RetryBackoff to RetryMaxBackoff; each failure is counted

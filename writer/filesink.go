@@ -31,6 +31,9 @@ type fileSink struct {
 	off     int64     // file offset of the next byte. Flusher only.
 	iov     [2][]byte // scratch for WritevAt, to avoid an allocation per flush
 	special bool      // not a regular file: no truncation check, no fdatasync
+	// failed is set when a write failed: the file may hold part of it
+	// past off (a disk filled up mid-write), which close cuts away.
+	failed bool
 }
 
 func openFileSink(fsys vfs.FS, path string, perm os.FileMode) (*fileSink, error) {
@@ -81,6 +84,7 @@ func (s *fileSink) Write(pos uint64, a, b []byte) error {
 		s.iov[0], s.iov[1] = nil, nil // do not keep the ring reachable from here
 	}
 	if err != nil {
+		s.failed = true
 		return fmt.Errorf("writer: at offset %d: %w", s.off, namePath("write", s.f.Name(), err))
 	}
 	s.off += int64(len(a) + len(b))
@@ -97,7 +101,17 @@ func (s *fileSink) Sync() error {
 	return nil
 }
 
+// close closes the file. After a failed write it first cuts the file
+// back to the end of the last write that succeeded: the part of the failed
+// one the file took (a torn record, when the disk filled up) would
+// otherwise stay, and the records of a later OpenFile would be appended
+// after it. The Ring has failed with the write's error, which says so.
 func (s *fileSink) close() error {
+	if s.failed && !s.special {
+		if size, err := s.f.Size(); err == nil && size > s.off {
+			s.f.Truncate(s.off) // best effort: the Ring's error stands
+		}
+	}
 	if err := s.f.Close(); err != nil {
 		return fmt.Errorf("writer: %w", err)
 	}
