@@ -95,7 +95,9 @@
 // writer that skips this step is still correct: sleeping readers then see
 // its record when their sleep times out.
 //
-// A reader reaching offset o of file i with C-o < 16 moves to file i+1. A
+// A reader reaching offset o of file i with C-o < 16 moves to file i+1
+// (found by name: it fails instead if P no longer names the file 0 it
+// opened, as a roll does). A
 // reader with nothing to read adds 1 to waiters, reads wake, looks again,
 // then sleeps with FUTEX_WAIT on wake's value with a timeout, and subtracts
 // 1 from waiters. A reader killed while asleep leaves waiters above 0, and

@@ -1006,15 +1006,19 @@ func (l *Log) release() {
 // checkPath checks that the log's path still names the file 0 this Log
 // opened: the later files are found by name, and if the log was removed
 // (or replaced) they may be another log's.
-func (l *Log) checkPath() error {
-	id, err := l.f0.Stat()
+func (l *Log) checkPath() error { return checkPath(l.path, l.f0, "Log") }
+
+// checkPath checks that path still names f0, the file 0 that a Log or
+// Reader (who) opened.
+func checkPath(path string, f0 *os.File, who string) error {
+	id, err := f0.Stat()
 	if err != nil {
 		return err
 	}
-	if fi, err := os.Stat(l.path); err != nil {
-		return fmt.Errorf("the file this Log opened is gone: %w", err)
+	if fi, err := os.Stat(path); err != nil {
+		return fmt.Errorf("the file this %s opened is gone: %w", who, err)
 	} else if !os.SameFile(fi, id) {
-		return fmt.Errorf("%s is not the file this Log opened: it was replaced, or removed and made again", l.path)
+		return fmt.Errorf("%s is not the file this %s opened: it was replaced, or removed and made again", path, who)
 	}
 	return nil
 }

@@ -320,6 +320,13 @@ func (r *Reader) moveTo(idx uint64) error {
 	if err != nil {
 		return err
 	}
+	// The file was found by name: if the log's path no longer names the
+	// file 0 this Reader opened (checked after the open), it may be the
+	// file of a log made at the path since.
+	if err := checkPath(r.path, r.f0, "Reader"); err != nil {
+		f.unmap()
+		return fmt.Errorf("shmlog: reader: move to file %d: %w", idx, err)
+	}
 	r.f.unmap()
 	r.f, r.off, r.stuck = f, 0, false
 	return nil
