@@ -26,7 +26,7 @@ func TestConcurrentReopens(t *testing.T) {
 	stop := make(chan struct{})
 	var writer sync.WaitGroup
 	writer.Go(func() {
-		for {
+		for range 200_000 { // a bound on the file, however slow the Reopens
 			select {
 			case <-stop:
 				return
