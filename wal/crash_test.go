@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appendlog/appendlog/frame"
 	"github.com/appendlog/appendlog/internal/payload"
 	"github.com/appendlog/appendlog/internal/vfs"
 )
@@ -493,6 +494,7 @@ func TestKillDuringSealKeepsFlushedRecords(t *testing.T) {
 	killed := killCopy(t, mem, dir)
 	repaired := killCopy(t, mem, dir)
 	followed := killCopy(t, mem, dir)
+	cursored := killCopy(t, mem, dir)
 	close(release)
 	released = true
 	noErr(t, l.Close())
@@ -540,6 +542,33 @@ func TestKillDuringSealKeepsFlushedRecords(t *testing.T) {
 		t.Fatalf("after Repair: %v", err)
 	}
 	check("after Repair", readAll(t, repaired, dir))
+
+	// A cursor of another process (OpenCursor) checkpoints only what a
+	// power cut keeps, and the segment without its name is not that (its
+	// name is the writer's to make durable): it neither delivers nor
+	// takes acks of its records.
+	c, err := OpenCursor(dir, "c", &Options{fsys: cursored}, nil)
+	noErr(t, err)
+	for {
+		seq, _, ok, err := c.Poll()
+		noErr(t, err)
+		if !ok {
+			break
+		}
+		if seq >= end-20 {
+			t.Fatalf("OpenCursor delivered record %d of the segment under %s", seq, spareName)
+		}
+		noErr(t, c.Ack(seq))
+	}
+	if err := c.Ack(end - 1); !errors.Is(err, ErrAckRange) {
+		t.Fatalf("OpenCursor: Ack of record %d of the segment under %s: %v, want ErrAckRange", end-1, spareName, err)
+	}
+	noErr(t, c.Commit(context.Background()))
+	noErr(t, c.Close())
+	cut := cursored.Crash(nil)
+	if got, err := readCursorFile(cut, dir, "c", frame.LogID{}); err != nil || got > end-20 {
+		t.Fatalf("after a power cut the cursor's checkpoint is %d (%v), but the log's segments end before %d", got, err, end-20)
+	}
 
 	// A follower that read into the new segment before it had its name
 	// goes on in it once an Open named it, with no record twice.

@@ -855,6 +855,12 @@ func (c *Cursor) poll() (seq uint64, rec []byte, ok bool, err error) {
 		var err error
 		if c.fol != nil {
 			r, err = OpenReader(c.dir, c.next, &c.fol.opts)
+			if err == nil {
+				// Only what a checkpoint can make durable: syncBelow
+				// syncs named segments, and the name of a rotation's new
+				// segment is its writer's to make durable.
+				r.spare = false
+			}
 		} else {
 			r, err = c.l.NewReader(c.next, nil)
 		}
@@ -1263,6 +1269,7 @@ func readBounds(dir string, o *Options) (first, next uint64, id frame.LogID, err
 		return 0, 0, id, err
 	}
 	defer r.Close()
+	r.spare = false // a follower's cursor reads named segments only (see poll)
 	if len(r.segs) == 0 {
 		return 1, 1, id, nil
 	}
