@@ -728,7 +728,7 @@ func (g *Group) redeliverLocked(dst []byte) (Msg, bool, error) {
 		}
 		rec, err := g.readAt(seq)
 		if err != nil {
-			if _, ok := errors.AsType[*wal.TruncatedError](err); ok {
+			if te, ok := errors.AsType[*wal.TruncatedError](err); ok && te.First > seq {
 				// Deleted by retention while unacked: it cannot come again.
 				g.skipped.Add(1)
 				_, _ = g.ackSlot(sl, seq) // a closed group stops at its next call
@@ -745,38 +745,47 @@ func (g *Group) redeliverLocked(dst []byte) (Msg, bool, error) {
 }
 
 // readAt returns record seq, read with the group's redelivery Reader,
-// which it moves forward (or reopens to go back).
+// which it moves forward (or reopens to go back). A *wal.TruncatedError
+// says that retention deleted seq.
 // REQUIRES: g.mu is held.
 func (g *Group) readAt(seq uint64) ([]byte, error) {
-	if g.mu.rr == nil || g.mu.rrLast >= seq {
-		if g.mu.rr != nil {
-			g.mu.rr.Close()
-			g.mu.rr = nil
+	for {
+		opened := false
+		if g.mu.rr == nil || g.mu.rrLast >= seq {
+			if g.mu.rr != nil {
+				g.mu.rr.Close()
+				g.mu.rr = nil
+			}
+			r, err := g.l.NewReader(seq, nil)
+			if err != nil {
+				return nil, err
+			}
+			g.mu.rr, g.mu.rrLast, opened = r, 0, true
 		}
-		r, err := g.l.NewReader(seq, nil)
+		r := g.mu.rr
+		for r.Next() {
+			g.mu.rrLast = r.Seq()
+			if r.Seq() == seq {
+				return r.Record(), nil
+			}
+			if r.Seq() > seq {
+				break
+			}
+		}
+		err := r.Err()
+		r.Close()
+		g.mu.rr = nil
+		if te, ok := errors.AsType[*wal.TruncatedError](err); ok && !opened && te.First <= seq {
+			// Placed before seq, the Reader reached segments retention
+			// deleted; seq is still there: read it from a Reader placed
+			// at it (which says whether it went meanwhile).
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		g.mu.rr, g.mu.rrLast = r, 0
+		return nil, fmt.Errorf("stream %q: group %q: record %d was delivered but cannot be read again", g.s.name, g.name, seq)
 	}
-	r := g.mu.rr
-	for r.Next() {
-		g.mu.rrLast = r.Seq()
-		if r.Seq() == seq {
-			return r.Record(), nil
-		}
-		if r.Seq() > seq {
-			break
-		}
-	}
-	if err := r.Err(); err != nil {
-		r.Close()
-		g.mu.rr = nil
-		return nil, err
-	}
-	r.Close()
-	g.mu.rr = nil
-	return nil, fmt.Errorf("stream %q: group %q: record %d was delivered but cannot be read again", g.s.name, g.name, seq)
 }
 
 // ackSlot acks seq in its slot and the cursor. It reports whether seq was
