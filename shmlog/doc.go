@@ -81,11 +81,13 @@
 //     removed or replaced) fails instead: the files named P.%08d may be
 //     another log's.
 //
-// Whoever takes the flock of P.lock (Open, a roll, Close) checks, once it
-// holds it, that P.lock still names the file it locked, and opens the name
-// again and retries if not: were P.lock removed while the log is in use,
-// processes holding the old file and processes that created a new one
-// would otherwise each hold "the" lock. A removal while a process holds
+// P.lock must be a regular file of its own (a symlink to one will do): one
+// that is file 0 through a link, whose flock every Log holds shared, is
+// refused. Whoever takes the flock of P.lock (Open, a roll, Close) checks,
+// once it holds it, that P.lock still names the file it locked, and opens
+// the name again and retries if not: were P.lock removed while the log is
+// in use, processes holding the old file and processes that created a
+// new one would otherwise each hold "the" lock. A removal while a process holds
 // the lock is seen at its next lock; meanwhile a process that locks a new
 // P.lock may roll at the same time, and as no file is made by replacing
 // another, the two rolls end in the same file.

@@ -371,6 +371,10 @@ func (l *Log) lockLog() error {
 			if err != nil {
 				return err
 			}
+			if err := checkLockFile(f, l.path); err != nil {
+				f.Close()
+				return err
+			}
 			l.lockf = f
 		}
 		if err := sys.Lock(l.lockf, true); err != nil {
@@ -392,6 +396,24 @@ func (l *Log) lockLog() error {
 		l.lockf.Close()
 		l.lockf = nil
 	}
+}
+
+// checkLockFile refuses a lock file f (path.lock, opened) that is not a
+// regular file, or that is the log's file 0 at path through a link: every
+// Log and Reader holds file 0's flock shared for its lifetime, so an
+// exclusive flock of it would wait for all of them, and Open for its own.
+func checkLockFile(f *os.File, path string) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s: not a regular file (mode %v), so not a lock file", f.Name(), fi.Mode())
+	}
+	if p0, err := os.Stat(path); err == nil && os.SameFile(fi, p0) {
+		return fmt.Errorf("%s is the log's file 0, %s (a link to it), not a lock file of its own", f.Name(), path)
+	}
+	return nil
 }
 
 // laterFile returns the name of a file i ≥ 1 of a log at path (path.%08d)
