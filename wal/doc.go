@@ -53,8 +53,11 @@
 // ErrInUse naming it and the holder), a sparse index file beside each
 // sealed segment (NAME.idx, a hint rebuilt from the data when missing or
 // damaged), a cursors directory holding one checkpoint file per consumer
-// cursor (see Cursor), and, after a repair, side files whose names contain
-// .cut. A directory with none of these but other files is not
+// cursor (see Cursor), a spare segment next-segment.tmp (preallocated for
+// the next rotation; from a rotation until the sealer names it, the new
+// segment itself, which Open and Repair name if its writer stopped
+// first, and OpenReader reads on into), and, after a repair, side files
+// whose names contain .cut. A directory with none of these but other files is not
 // a log: Open, OpenReader, Verify and Repair refuse it (ErrNotLog) and
 // create nothing in it, and so they do the root directory of a stream
 // store (a *StoreError; the log of its stream NAME is
