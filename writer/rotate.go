@@ -1128,9 +1128,9 @@ func (s *rotSink) recover() error {
 	return nil
 }
 
-// close closes the current file and its lock, then stops the closer and
-// the janitor once they have done their work. It is called after the
-// flusher's last write and sync.
+// close closes the current file, stops the closer and the janitor once
+// they have done their work, and only then releases the file's lock. It
+// is called after the flusher's last write and sync.
 func (s *rotSink) close() error {
 	if s.sched != nil {
 		close(s.sched.quit)
@@ -1140,13 +1140,16 @@ func (s *rotSink) close() error {
 	s.mu.Lock()
 	s.closed = true
 	err := s.cur.close()
-	if lerr := s.lock.Close(); err == nil {
-		err = lerr
-	}
+	lock := s.lock
 	s.mu.Unlock()
 	s.closer.stop()
 	if s.janitor != nil {
 		s.janitor.stop()
+	}
+	// Last: a writer that opens the file next tidies the directory, so
+	// it must not get in while the janitor compresses and prunes there.
+	if lerr := lock.Close(); err == nil {
+		err = lerr
 	}
 	return err
 }
