@@ -199,6 +199,12 @@ func benchConfig(f *benchFlags) (bench.Config, error) {
 		} else if !fi.IsDir() {
 			return cfg, usagef("%s %s: %s is not a directory", out.flag, out.path, parent)
 		}
+		if fi, err := os.Stat(out.path); err == nil && fi.IsDir() {
+			return cfg, usagef("%s %s: a directory; want the name of a file to write", out.flag, out.path)
+		}
+	}
+	if f.jsonPath != "" && f.chartPath != "" && filepath.Clean(f.jsonPath) == filepath.Clean(f.chartPath) {
+		return cfg, usagef("--json and --chart both name %s: the chart would overwrite the report", f.jsonPath)
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, &usageError{errors.Unwrap(err)}

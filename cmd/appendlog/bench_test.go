@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -144,6 +147,39 @@ func TestBenchUsageErrors(t *testing.T) {
 				t.Fatalf("usage error printed to stdout:\n%s", r)
 			}
 		})
+	}
+}
+
+// TestBenchReportPaths: a --json or --chart that names a directory, or
+// one file named by both, is refused before the run (exit status 2), not
+// found after minutes of measuring, when the report cannot be written or
+// the chart overwrites it. Each command line would otherwise be a tiny run.
+func TestBenchReportPaths(t *testing.T) {
+	dir := t.TempDir()
+	same := filepath.Join(dir, "b.svg")
+	tiny := []string{"bench", "--dir", t.TempDir(), "--sizes", "128", "--writers", "1", "--strategies", "write", "--records", "100", "--max-bytes", "4MiB"}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--json", dir}, "--json " + dir + ": a directory; want the name of a file to write"},
+		{[]string{"--chart", filepath.Join(dir, "d.svg")}, "--chart " + filepath.Join(dir, "d.svg") + ": a directory"},
+		{[]string{"--json", same, "--chart", same}, "--json and --chart both name " + same},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			if err := os.MkdirAll(filepath.Join(dir, "d.svg"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			r := runInProcess(append(slices.Clone(tiny), tt.args...)...)
+			checkNoCrash(t, r)
+			expect(t, r, exitUsage, tt.want, "--help")
+			if r.stdout != "" {
+				t.Fatalf("bench ran, or printed to stdout:\n%s", r)
+			}
+		})
+	}
+	if _, err := os.Stat(same); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("bench wrote %s (%v)", same, err)
 	}
 }
 
