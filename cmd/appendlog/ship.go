@@ -152,6 +152,8 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 	}
 	fl := cmd.Flags()
 	switch {
+	case !f.createTopic && fl.Changed("partitions"):
+		return usagef("--partitions is the partition count of the topic --create-topic makes: it needs --create-topic")
 	case f.stream == "" && fl.Changed("group"):
 		return usagef("--group reads a stream: it needs --stream (a log is read through --cursor)")
 	case f.stream != "" && fl.Changed("cursor"):

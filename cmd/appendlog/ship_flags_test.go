@@ -8,7 +8,8 @@ import (
 // TestShipCLIFlagMisuse: flags ship used to ignore or misread are usage
 // errors: an empty broker in --brokers (the client took it for
 // localhost:9092), --group without --stream and --cursor with --stream
-// (ship read through another consumer than the one named).
+// (ship read through another consumer than the one named), and
+// --partitions without --create-topic (ship wrote to the topic as it was).
 func TestShipCLIFlagMisuse(t *testing.T) {
 	d := filepath.Join(t.TempDir(), "log")
 	smallLog(t, d, 10)
@@ -20,6 +21,8 @@ func TestShipCLIFlagMisuse(t *testing.T) {
 		{[]string{"--dir", d, "--brokers", ",", "--topic", "t"}, "broker 1 is empty"},
 		{[]string{"--dir", d, "--brokers", "127.0.0.1:1", "--topic", "t", "--group", "g"}, "--group reads a stream"},
 		{[]string{"--dir", d, "--brokers", "127.0.0.1:1", "--topic", "t", "--stream", "s", "--cursor", "c"}, "not --cursor"},
+		// --partitions only counts the partitions of a topic ship makes.
+		{[]string{"--dir", d, "--brokers", "127.0.0.1:1", "--topic", "t", "--partitions", "3"}, "--partitions is the partition count of the topic --create-topic makes"},
 	} {
 		r := runInProcess(append([]string{"ship"}, tc.args...)...)
 		checkNoCrash(t, r)
