@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -234,12 +235,17 @@ func TestShipFollowKillRealKafka(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
 		term := trial%4 == 3
 		sig := syscall.SIGKILL
 		if term {
+			// A SIGTERM before ship installed its handler ends it as
+			// the default action would, which tests nothing of ship: a
+			// start under -race on a loaded machine can take longer
+			// than the sleep below.
+			waitOpenedIn(t, cmd.Process.Pid, d)
 			sig = syscall.SIGTERM
 		}
+		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
 		_ = cmd.Process.Signal(sig)
 		err := cmd.Wait()
 		if !term {
@@ -273,4 +279,24 @@ func TestShipFollowKillRealKafka(t *testing.T) {
 	}
 	t.Logf("%d records appended while ship --follow was killed 10 times and stopped 3 times; the last run shipped %d and skipped %d already in Kafka", total, res.Shipped, res.DuplicatesSkipped)
 	checkTopicOnce(t, b.Addr, "f", total)
+}
+
+// waitOpenedIn waits until process pid holds a file under dir open. ship
+// opens the log (its cursor and the cursor's lock) only once it has
+// installed its SIGINT and SIGTERM handler.
+func waitOpenedIn(t *testing.T, pid int, dir string) {
+	t.Helper()
+	fds := fmt.Sprintf("/proc/%d/fd", pid)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		ents, err := os.ReadDir(fds)
+		if err != nil {
+			t.Fatalf("list the open files of ship (pid %d): %v", pid, err)
+		}
+		for _, e := range ents {
+			if l, err := os.Readlink(filepath.Join(fds, e.Name())); err == nil && strings.HasPrefix(l, dir+string(filepath.Separator)) {
+				return
+			}
+		}
+	}
+	t.Fatalf("ship (pid %d) opened no file in %s within a minute", pid, dir)
 }
