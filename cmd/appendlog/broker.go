@@ -200,7 +200,8 @@ on stderr too, and the exit status 1, or 2 for a bad command line).`,
 		Example: `  appendlog broker
   appendlog broker --mode queue --consumers 20 --records 2000000
   appendlog broker --streams 1000 --duration 30s --sync batch --json`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{_jsonVerified: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBroker(cmd, &f)
 		},

@@ -33,6 +33,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"load", "--writers", "0"}, "--writers must be between"},
 		{[]string{"load", "--sync", "sometimes"}, `--sync must be never, interval, batch or always, got "sometimes"`},
 		{[]string{"load", "--sync-every", "0s"}, "--sync-every must be positive"},
+		// --sync-every with a sync mode that has no period: the log would
+		// not sync as asked.
+		{[]string{"load", "--sync-every", "5ms"}, "--sync-every is the period of --sync interval; --sync batch does not sync on a timer"},
+		{[]string{"load", "--sync", "never", "--sync-every", "5ms"}, "--sync never does not sync on a timer"},
 		{[]string{"load", "--sync-every", "soon"}, "--sync-every"},
 		{[]string{"load", "--segment-size", "-5"}, `invalid argument "-5" for "--segment-size" flag: negative size`},
 		{[]string{"load", "--segment-size", "100"}, "SegmentSize 100"},
@@ -48,6 +52,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"repair"}, "missing log directory argument"},
 		{[]string{"repair", "--bogus", dir}, "unknown flag: --bogus"},
 		{[]string{"repair", "-f", dir}, "unknown shorthand flag: 'f'"},
+		// help with a topic that names no command.
+		{[]string{"help", "frob"}, `unknown help topic "frob"`},
+		{[]string{"help", "verify", "extra"}, `unknown help topic "verify extra"`},
+		{[]string{"help", "shm", "frob"}, `unknown help topic "shm frob"`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -74,6 +82,9 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	expect(t, runInProcess("--help"), exitOK, "Exit status: 0", "load", "verify", "dump", "repair")
+	expect(t, runInProcess("help"), exitOK, "Exit status: 0", "load", "verify", "dump", "repair")
+	expect(t, runInProcess("help", "shm", "load"), exitOK, "Usage:", "appendlog shm load", "--processes")
+	expect(t, runInProcess("help", "help"), exitOK, "Usage:", "appendlog help")
 	expect(t, cli(t, "verify", "--help"), exitOK, "Exit status", "--payloads")
 	expect(t, cli(t, "load", "--help"), exitOK, "MiB = 2^20 bytes", "always")
 }

@@ -52,6 +52,8 @@ type loadFlags struct {
 	json        bool
 	force       bool
 	verifyOpen  bool
+	// syncEverySet: --sync-every was given.
+	syncEverySet bool
 }
 
 // loadResult is load's report; with --json it is printed as the last line
@@ -142,6 +144,7 @@ bad command line).`,
   appendlog load --dir /tmp/log --records 100000 --size 512 --sync always --acks --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.syncEverySet = cmd.Flags().Changed("sync-every")
 			return runLoad(cmd, &f)
 		},
 	}
@@ -189,6 +192,9 @@ func loadOptions(f *loadFlags) (*wal.Options, error) {
 	}
 	if opts.Sync == wal.SyncInterval {
 		opts.SyncEvery = f.syncEvery
+	} else if f.syncEverySet {
+		// Ignored, it would leave the log syncing otherwise than asked.
+		return nil, usagef("--sync-every is the period of --sync interval; --sync %s does not sync on a timer", f.sync)
 	}
 	// A record may take up to a quarter of the default buffer, and half of
 	// a larger one.

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 )
@@ -77,12 +80,53 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		return ee.code
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	if cmd != nil && jsonAsked(cmd, args) && !out.Wrote() {
+		// A command asked for --json that failed before it printed
+		// anything (a bad command line, a setup that failed): stdout still
+		// gets one JSON object, whose error is the message above.
+		failed := map[string]any{"error": err.Error()}
+		if cmd.Annotations[_jsonVerified] != "" {
+			failed["verified"] = false
+		}
+		_ = json.NewEncoder(out).Encode(failed)
+	}
 	var ue *usageError
 	if !started || errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", name)
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// _jsonVerified is the annotation of a command whose --json object always
+// says whether the run verified: run's object for a failure that printed
+// none then says "verified": false.
+const _jsonVerified = "json-verified"
+
+// jsonAsked reports whether the command line asks cmd for its --json
+// output (a boolean flag; bench's --json names a file). A flag error stops
+// parsing at the bad flag, so a --json after it is looked for in args.
+func jsonAsked(cmd *cobra.Command, args []string) bool {
+	fl := cmd.Flags().Lookup("json")
+	if fl == nil || fl.Value.Type() != "bool" {
+		return false
+	}
+	if fl.Changed {
+		return fl.Value.String() == "true"
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--json" {
+			return true
+		}
+		if v, ok := strings.CutPrefix(a, "--json="); ok {
+			b, err := strconv.ParseBool(v)
+			return err == nil && b
+		}
+	}
+	return false
 }
 
 // outWriter is the commands' standard output. It keeps the first write
@@ -93,10 +137,15 @@ type outWriter struct {
 	mu sync.Mutex
 	// err is the first write error. Protected by mu.
 	err error
+	// wrote is set once any output was written.
+	wrote atomic.Bool
 }
 
 func (o *outWriter) Write(p []byte) (int, error) {
 	n, err := o.w.Write(p)
+	if n > 0 && !o.wrote.Load() {
+		o.wrote.Store(true)
+	}
 	if err != nil {
 		o.mu.Lock()
 		if o.err == nil {
@@ -106,6 +155,9 @@ func (o *outWriter) Write(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// Wrote reports whether any output was written.
+func (o *outWriter) Wrote() bool { return o.wrote.Load() }
 
 // Err returns the first write error, or nil.
 func (o *outWriter) Err() error {
@@ -128,6 +180,7 @@ errors.`,
 		SilenceUsage:  true,
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetHelpCommand(newHelpCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &usageError{err}
 	})
@@ -149,6 +202,30 @@ errors.`,
 		root.AddCommand(c)
 	}
 	return root
+}
+
+// newHelpCmd is cobra's help command, but a topic that names no command
+// is a usage error (exit status 2), where cobra's prints the usage and
+// exits 0.
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long: `help prints the help of any command: appendlog help COMMAND [SUBCOMMAND],
+as appendlog COMMAND [SUBCOMMAND] --help does.`,
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			switch {
+			case err != nil:
+				return &usageError{fmt.Errorf("unknown help topic %q: %w", strings.Join(args, " "), err)}
+			case cmd == nil || len(rest) > 0:
+				return usagef("unknown help topic %q", strings.Join(args, " "))
+			}
+			cmd.InitDefaultHelpFlag()
+			cmd.InitDefaultVersionFlag()
+			return cmd.Help()
+		},
+	}
 }
 
 // registered holds the constructors of commands that add themselves with

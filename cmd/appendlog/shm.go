@@ -126,7 +126,8 @@ what they appended, at least up to the point they reported).
 F must not exist. Exit status 1 if verification fails.`,
 		Example: `  appendlog shm load --file /tmp/shm --processes 4 --records 100000 --size 128
   appendlog shm load --file /tmp/shm --processes 8 --kill 2 --json`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{_jsonVerified: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.phase != "" {
 				return runShmWorker(cmd.OutOrStdout(), f)
@@ -175,15 +176,15 @@ func runShmLoad(stdout, stderr io.Writer, f shmFlags) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
-	if _, err := os.Stat(f.file); !errors.Is(err, fs.ErrNotExist) {
-		return usagef("--file %s exists (or cannot be checked: %v); shm load creates a new log", f.file, err)
+	if err := checkAbsent(f.file); err != nil {
+		return usagef("--file %s; shm load creates a new log", err)
 	}
 	base := f.file + ".baseline"
 	if f.baseline {
 		// The baseline's file is written and then removed: never one
 		// that was there before.
-		if _, err := os.Lstat(base); !errors.Is(err, fs.ErrNotExist) {
-			return usagef("%s exists (or cannot be checked: %v); shm load writes its baseline there and removes it: move it away, or pass --baseline=false", base, err)
+		if err := checkAbsent(base); err != nil {
+			return usagef("%s; shm load writes its baseline there and removes it: move it away, or pass --baseline=false", err)
 		}
 	}
 	// Create the log with its file size; the workers join it.
@@ -260,6 +261,18 @@ func runShmLoad(stdout, stderr io.Writer, f shmFlags) error {
 	}
 	if perr != nil {
 		return &exitError{exitFailure}
+	}
+	return nil
+}
+
+// checkAbsent returns nil if nothing is at path, else an error that
+// names path and says it exists or why it cannot be checked.
+func checkAbsent(path string) error {
+	switch _, err := os.Lstat(path); {
+	case err == nil:
+		return fmt.Errorf("%s exists", path)
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s cannot be checked: %w", path, err)
 	}
 	return nil
 }

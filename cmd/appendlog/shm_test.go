@@ -180,3 +180,30 @@ func TestShmLoadKeepsExistingBaseline(t *testing.T) {
 		t.Fatalf("%s after shm load --baseline=false: %q, %v; want %q untouched", base, got, err, keep)
 	}
 }
+
+// TestShmLoadRefusesExisting: shm load makes a new log at --file. A file
+// there is refused with a message that says it exists (not "cannot be
+// checked: <nil>"), and so is a symbolic link to nowhere: it is something
+// there, which making the log would replace with the log's file.
+func TestShmLoadRefusesExisting(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "exists")
+	writeFile(t, file, []byte("x"))
+	r := runInProcess("shm", "load", "--file", file, "--processes", "1", "--records", "1")
+	expect(t, r, exitUsage, "--file "+file+" exists; shm load creates a new log")
+	if strings.Contains(r.stderr, "<nil>") {
+		t.Fatalf("the message shows a nil error:\n%s", r)
+	}
+	link, target := filepath.Join(dir, "link"), filepath.Join(dir, "target")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	r = cli(t, "shm", "load", "--file", link, "--processes", "1", "--records", "1", "--baseline=false")
+	expect(t, r, exitUsage, "--file "+link+" exists")
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Fatalf("shm load replaced the link %s (%v)\n%s", link, err, r)
+	}
+	if _, err := os.Lstat(target); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("shm load made %s through the link %s (%v)\n%s", target, link, err, r)
+	}
+}
