@@ -7,10 +7,11 @@
 // # Files
 //
 // A log named P is a series of files of one fixed size, MaxFileSize bytes
-// each: P is file 0 and file i ≥ 1 is P.%08d (P.00000001, ...), plus the lock
-// file P.lock. Every file is preallocated for real (fallocate(2)) before any
-// process maps it, so a full disk is an error from Open or Append, never a
-// fault on a mapped page. Each file is a 4096-byte header page followed by
+// each: P is file 0 and file i ≥ 1 is P.%08d (P.00000001, ...), plus the
+// lock file P.lock. A symlink given as P stands for the name it leads to,
+// after which the other files are named. Every file is preallocated for
+// real (fallocate(2)) before any process maps it, so a full disk is an
+// error from Open or Append, never a fault on a mapped page. Each file is a 4096-byte header page followed by
 // its data region of C = MaxFileSize-4096 bytes. All integers are
 // little-endian; every shared word is 8 bytes at an 8-aligned offset and is
 // read and written only with atomic 64-bit loads, stores, adds and CASes.

@@ -245,6 +245,10 @@ func Open(path string, o *Options) (*Log, error) {
 		// Every process maps the files read-write, their creator too.
 		return nil, fmt.Errorf("shmlog: Perm %v: want permission bits that let the owner read and write", opts.Perm)
 	}
+	path, err = logName(path)
+	if err != nil {
+		return nil, err
+	}
 	l := &Log{path: path, o: opts, alive: processAlive, fdatasync: sys.Fdatasync}
 	if err := l.open(); err != nil {
 		l.release()
@@ -396,6 +400,22 @@ func (l *Log) lockLog() error {
 		l.lockf.Close()
 		l.lockf = nil
 	}
+}
+
+// logName returns the name by which the log's files are found: path, or
+// if path is a symlink, the name it leads to. Later files and path.lock
+// are named after file 0, so processes opening one log by a symlink and
+// by the name it leads to would otherwise roll into different files and
+// lock different lock files.
+func logName(path string) (string, error) {
+	if fi, err := os.Lstat(path); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return path, nil // a missing path is made; other errors are the open's
+	}
+	name, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", fmt.Errorf("shmlog: open: %s is a symlink that leads to no file: %w", path, err)
+	}
+	return name, nil
 }
 
 // checkLockFile refuses a lock file f (path.lock, opened) that is not a
@@ -900,7 +920,8 @@ func (l *Log) checkSame(f *os.File, idx uint64) error {
 	return nil
 }
 
-// Path returns the name of file 0.
+// Path returns the name of file 0 (the name a symlink given to Open leads
+// to).
 func (l *Log) Path() string { return l.path }
 
 // LogStats is a snapshot of a Log's counters. Claims is this Log's own;

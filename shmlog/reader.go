@@ -64,6 +64,10 @@ func (l *Log) NewReader(from uint64) (*Reader, error) {
 }
 
 func openReader(path string, o Options, alive func(int, uint64) bool, from uint64) (*Reader, error) {
+	path, err := logName(path)
+	if err != nil {
+		return nil, err
+	}
 	f0, hdr, p, _, err := joinFile0(path, false)
 	r := &Reader{path: path, o: o, alive: alive, capacity: p.capacity, f0: f0, hdr: hdr}
 	if err == nil {
