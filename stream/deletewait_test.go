@@ -94,3 +94,64 @@ func TestCallsDuringFailingDelete(t *testing.T) {
 		noErr(t, g2.Close())
 	}
 }
+
+// TestSeqsDuringFailingDelete: NextSeq and DurableSeq of a stream this
+// Store had not opened yet, called while a Delete of it runs, wait until
+// the Delete knows whether the stream goes. The Delete here fails, so the
+// stream keeps its records: they said 0, as of an empty stream.
+func TestSeqsDuringFailingDelete(t *testing.T) {
+	ctx := context.Background()
+	var armed atomic.Bool
+	inRename, release := make(chan struct{}), make(chan struct{})
+	fsys := vfs.WithFaults(vfs.NewMem(), func(op vfs.Op, name string, _ int64, n int) (int, error) {
+		if armed.Load() && op == vfs.OpRename && name == "/st/streams/s" {
+			close(inRename)
+			<-release
+			return 0, syscall.EIO
+		}
+		return n, nil
+	})
+	opts := &Options{IdleTimeout: -1, fsys: fsys}
+	st, err := Open("/st", opts)
+	noErr(t, err)
+	s, err := st.Create("s", nil)
+	noErr(t, err)
+	for range 3 {
+		_, err := s.Publish([]byte("a"))
+		noErr(t, err)
+	}
+	noErr(t, s.WaitDurable(ctx, 3))
+	noErr(t, st.Close())
+	st, err = Open("/st", opts)
+	noErr(t, err)
+	defer func() { noErr(t, st.Close()) }()
+	s, err = st.Stream("s") // its log not opened yet
+	noErr(t, err)
+
+	armed.Store(true)
+	deleted := make(chan error, 1)
+	go func() { deleted <- st.Delete("s") }()
+	<-inRename
+	armed.Store(false)
+	const calls = 2
+	seqs := make(chan [2]uint64, calls)
+	go func() { seqs <- [2]uint64{0, s.NextSeq()} }()
+	go func() { seqs <- [2]uint64{1, s.DurableSeq()} }()
+	waitFor(t, "each call to return or wait for the Delete", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(seqs) == calls || s.mu.awaiting == calls
+	})
+	close(release)
+	if err := <-deleted; !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Delete with its rename failing = %v, want EIO", err)
+	}
+	for range calls {
+		switch r := <-seqs; {
+		case r[0] == 0 && r[1] != 4:
+			t.Errorf("NextSeq during a Delete that failed = %d, want 4", r[1])
+		case r[0] == 1 && r[1] != 3:
+			t.Errorf("DurableSeq during a Delete that failed = %d, want 3", r[1])
+		}
+	}
+}

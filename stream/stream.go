@@ -283,6 +283,7 @@ func (s *Stream) NextSeq() uint64 {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.awaitDeleteLocked() // a Delete that fails leaves it there, its records too
 	if l := s.openedLocked(); l != nil {
 		return l.NextSeq()
 	}
@@ -298,6 +299,7 @@ func (s *Stream) DurableSeq() uint64 {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.awaitDeleteLocked() // a Delete that fails leaves it there, its records too
 	if l := s.openedLocked(); l != nil {
 		return l.DurableSeq()
 	}
