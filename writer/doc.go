@@ -106,7 +106,10 @@
 // deleted it, or renamed it away, perhaps creating another file there as
 // logrotate's create mode does) is not renamed, nor is the file now at the
 // path: that file, or a new one if there is none, is the next file, and
-// the error is counted (Stats.RotationErrors) and passed to OnError. (Without Rotate, a Ring writes on into a deleted file until
+// the error is counted (Stats.RotationErrors) and passed to OnError. (If
+// the file now at the path cannot be opened, that is counted and passed
+// on too, and the Ring writes on to the file it has, as after a Reopen
+// that fails; the next cut tries again.) (Without Rotate, a Ring writes on into a deleted file until
 // Reopen.)
 //
 // Each file holds whole records, in order: reading the backups oldest

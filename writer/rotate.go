@@ -655,11 +655,14 @@ func (s *rotSink) rotate() error {
 		name = backupName(s.path, t)
 	}
 	var err error
+	foreign := false // another file is at the path
 	if l, ok := s.lock.(*fileLock); ok && l.f != nil && !l.holds(s.path) {
 		// The path names no file, or another one: logrotate's create
 		// mode renamed ours and made a new file there, which is not
 		// ours to rename into a backup.
 		err = fs.ErrNotExist
+		_, serr := s.fsys.Stat(s.path)
+		foreign = serr == nil
 	} else {
 		err = s.fsys.Rename(s.path, name)
 	}
@@ -676,6 +679,13 @@ func (s *rotSink) rotate() error {
 		s.last = t
 	}
 	cur, lock, err := s.openLocked()
+	if err != nil && foreign {
+		// Nothing was renamed or created: as after a Reopen that cannot
+		// open the file, the Ring writes on to the file it has, whole
+		// records, and the next cut tries again.
+		s.report(&opError{op: "rotate", err: err})
+		return nil
+	}
 	if err != nil {
 		return &opError{op: "rotate", err: err}
 	}
