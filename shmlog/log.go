@@ -294,6 +294,10 @@ func (l *Log) open() error {
 		return err
 	}
 	l.capacity = p.capacity
+	var lost error
+	if alone {
+		lost = l.lostActive()
+	}
 	f, err := mapFile(l.path, l.hdr.active().Load(), l.capacity, true)
 	if err != nil {
 		return err
@@ -304,6 +308,9 @@ func (l *Log) open() error {
 		if err := l.recoverLater(f.idx); err != nil {
 			f.unmap()
 			return err
+		}
+		if l.recovery.Damage == nil {
+			l.recovery.Damage = lost
 		}
 		l.hdr.waiters().Store(0)
 		// Recovery may move the tail back, so a slot's first word stored
@@ -324,6 +331,30 @@ func (l *Log) open() error {
 	l.mu.files = append(l.mu.files, f)
 	l.cur.Store(f)
 	return l.register()
+}
+
+// lostActive moves active back to the file before it if the file active
+// names is missing while that one is there, and then returns the damage
+// to report: a power cut can keep file 0's move of active to a new file
+// but lose the new file's directory entry (a roll leaves both to the next
+// Sync, and file 0's page may be written back first), and nothing of that
+// file is left. Appends go on in the file before it, which was full.
+// REQUIRES: no other process has the log open; the exclusive lock of
+// path.lock.
+func (l *Log) lostActive() error {
+	a := l.hdr.active().Load()
+	if a == 0 {
+		return nil
+	}
+	name := fileName(l.path, a)
+	if _, err := os.Stat(name); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if _, err := os.Stat(fileName(l.path, a-1)); err != nil {
+		return nil // mapping file a fails, naming it
+	}
+	l.hdr.active().Store(a - 1)
+	return corrupt(name, 0, fmt.Errorf("%w: the active file is missing (a power cut lost its directory entry): appends go on in file %d", ErrTruncated, a-1))
 }
 
 // recoverLater recovers the files after the active file a, if there are
