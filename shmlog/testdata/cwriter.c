@@ -154,7 +154,7 @@ static void roll(uint64_t idx) {
 		char *next = file_name(idx + 1);
 		if (access(next, F_OK) != 0) {
 			char tmp[4200];
-			snprintf(tmp, sizeof tmp, "%s.tmp", next);
+			snprintf(tmp, sizeof tmp, "%s.%d-0.tmp", next, (int)getpid());
 			int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0644);
 			if (fd < 0)
 				die(tmp);
@@ -168,8 +168,10 @@ static void roll(uint64_t idx) {
 			if (pwrite(fd, b, HDR, 0) != HDR)
 				die("pwrite");
 			close(fd);
-			if (rename(tmp, file_name(idx + 1)) < 0)
-				die("rename");
+			/* Linked, never renamed over: a file of that name is kept. */
+			if (link(tmp, file_name(idx + 1)) < 0 && errno != EEXIST)
+				die("link");
+			unlink(tmp);
 		}
 		uint64_t want = idx;
 		atomic_compare_exchange_strong(active, &want, idx + 1);
