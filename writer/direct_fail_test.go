@@ -44,3 +44,29 @@ func TestDirectFailedWriteLeavesNoPadding(t *testing.T) {
 		t.Errorf("the file holds %d bytes (%q...), want the %d of the record written before the failure", len(got), got[:min(len(got), 32)], len(first))
 	}
 }
+
+// TestDirectSyncNotRetried: a Ring with Direct whose fdatasync failed is
+// closed, and Close must not fdatasync again. The kernel may have marked
+// the pages it could not write clean, so a second fdatasync that returns
+// nil would say that lost bytes are durable: a failed sync is never
+// retried, and the Ring reports the first failure.
+func TestDirectSyncNotRetried(t *testing.T) {
+	r, _ := openRingFile(t, &RingOptions{Size: 64 << 10, Direct: true})
+	var calls atomic.Int32
+	r.sink.(*directSink).fdatasync = func(f *os.File) error {
+		if calls.Add(1) == 1 {
+			return syscall.EIO
+		}
+		return sys.Fdatasync(f)
+	}
+	mustWrite(t, r, []byte("a record whose sync fails\n"))
+	if err := r.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("sync = %v, want EIO", err)
+	}
+	if err := r.Close(); !errors.Is(err, syscall.EIO) {
+		t.Errorf("close = %v, want EIO", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d fdatasync calls, want 1: Close synced again after a failed sync", n)
+	}
+}

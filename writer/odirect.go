@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/appendlog/appendlog/internal/sys"
 )
@@ -54,6 +55,13 @@ type directSink struct {
 	copied int64
 	// pwritevAt writes the blocks; nil means sys.Pwritev. Tests fail it.
 	pwritevAt func(f *os.File, iov [][]byte, off int64) (int, error)
+	// fdatasync syncs the file; nil means sys.Fdatasync. Tests fail it.
+	fdatasync func(f *os.File) error
+	// syncFailed is set by a Sync that failed: close then does not
+	// fdatasync again (a failed fdatasync is never retried: the pages it
+	// could not write may be clean now, and a second one would say they
+	// are durable).
+	syncFailed atomic.Bool
 }
 
 // _directStage is the O_DIRECT sink's staging buffer: the carried and tail
@@ -188,14 +196,23 @@ func (s *directSink) pwritev(off int64) error {
 }
 
 func (s *directSink) Sync() error {
-	if err := sys.Fdatasync(s.f); err != nil {
+	if err := s.sync(); err != nil {
+		s.syncFailed.Store(true)
 		return fmt.Errorf("writer: %w", err)
 	}
 	return nil
 }
 
+func (s *directSink) sync() error {
+	if s.fdatasync != nil {
+		return s.fdatasync(s.f)
+	}
+	return sys.Fdatasync(s.f)
+}
+
 // close truncates the file to its true length (dropping the padding of the
-// last block), makes that durable and closes the file. After a failed write
+// last block), makes that durable (unless a Sync failed) and closes the
+// file. After a failed write
 // the true length is the one the last successful write left: the padding
 // of that write's last block is still in the file (a later OpenFile would
 // append after it, leaving zero bytes in the middle of the log), and so
@@ -208,8 +225,8 @@ func (s *directSink) close() error {
 	if err == nil && fi.Size() > size {
 		err = s.f.Truncate(size)
 	}
-	if err == nil {
-		err = sys.Fdatasync(s.f)
+	if err == nil && !s.syncFailed.Load() {
+		err = s.sync()
 	}
 	if cerr := s.f.Close(); err == nil {
 		err = cerr
