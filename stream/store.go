@@ -762,10 +762,13 @@ type StreamInfo struct {
 // opening the store or taking its lock: for tools that inspect a store
 // another process may be using, as `appendlog stat` does. It changes
 // nothing. What a crash left of a Create or Delete is skipped, as Open
-// would remove it. ErrNotStore if dir holds no store; a damaged metadata
-// file is a *MetaError naming it.
-func Describe(dir string) ([]StreamInfo, error) {
-	fsys := vfs.OS()
+// would remove it, and so is a stream deleted while Describe reads (by
+// the process using the store). ErrNotStore if dir holds no store; a
+// damaged metadata file is a *MetaError naming it.
+func Describe(dir string) ([]StreamInfo, error) { return describe(vfs.OS(), dir) }
+
+// describe is Describe on fsys.
+func describe(fsys vfs.FS, dir string) ([]StreamInfo, error) {
 	marker := filepath.Join(dir, _storeFile)
 	if err := readMarker(fsys, marker); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -782,6 +785,9 @@ func Describe(dir string) ([]StreamInfo, error) {
 		sdir := filepath.Join(dir, _streamsDir, n)
 		cfg, err := readStreamConfig(fsys, sdir, n)
 		if err != nil {
+			if _, serr := fsys.Stat(sdir); errors.Is(serr, fs.ErrNotExist) {
+				continue // deleted since it was listed, by the store's owner
+			}
 			return nil, err
 		}
 		out = append(out, StreamInfo{Name: n, Config: cfg, LogDir: filepath.Join(sdir, _logDir)})
