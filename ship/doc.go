@@ -57,11 +57,15 @@
 // count, so a record sent again may go to another partition than the
 // first time, and a partition's last record no longer tells whether it is
 // there. A partition whose last record was sent with another count
-// (HeaderPartitions) makes the shipper skip nothing for it: the records
-// for it from the cursor on are sent again. (Records of a shipper older
+// (HeaderPartitions), or by a keyed shipper to one that is not keyed,
+// makes the shipper skip nothing for it: the records for it from the
+// cursor on are sent again. (Records of a shipper older
 // than HeaderPartitions carry no count: a count changed after them may
 // then lose records Kafka did not take.) For the same reason Key must
-// give a record the same key from run to run.
+// give a record the same key from run to run. Two shippers of one log at
+// once are two writers: a second one on the same cursor (or the same
+// stream group, in this process) is refused, but one on another cursor
+// sends every record again, under the same Source.
 //
 // One window is not closed by this alone: a produce request that a killed
 // shipper sent just before it died may still be inside the broker

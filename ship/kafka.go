@@ -836,20 +836,19 @@ func (s *Shipper) prepare(ctx context.Context) error {
 	if err := s.checkDeleted(parts, from); err != nil {
 		return err
 	}
-	if s.o.Key != nil {
-		for p, r := range lastRec {
-			if n, ok := partitionsOf(r); ok && n != int64(s.nparts) {
-				// The topic's partition count changed since r was sent: a
-				// record sent with the old count that Kafka did not take
-				// may go to p now, below r, and would be skipped as
-				// shipped. Skip nothing by r: the records for p are sent
-				// again (at least once). A last record sent with the
-				// current count still says that every record for its
-				// partition up to it is there: the run that sent it sent
-				// those from its cursor on, in order, and those below its
-				// cursor were acked.
-				delete(s.last, p)
-			}
+	for p, r := range lastRec {
+		n, keyed := partitionsOf(r)
+		if s.o.Key == nil && keyed || s.o.Key != nil && keyed && n != int64(s.nparts) {
+			// r was sent by a keyed shipper, and this one is not, or
+			// with another partition count: a record sent then that
+			// Kafka did not take may go to p now, below r, and would be
+			// skipped as shipped. Skip nothing by r: the records for p
+			// are sent again (at least once). A last record sent as this
+			// shipper sends still says that every record for its
+			// partition up to it is there: the run that sent it sent
+			// those from its cursor on, in order, and those below its
+			// cursor were acked.
+			delete(s.last, p)
 		}
 	}
 	return nil

@@ -91,3 +91,43 @@ func topicRecords(t *testing.T, adm *kadm.Client) int {
 	})
 	return n
 }
+
+// TestShipUnkeyedAfterKeyedLosesNothing: a keyed shipper gives up on the
+// records of partition 0 of 3 (Kafka took those of the others), and the
+// next run of the log is not keyed: every record goes to one partition,
+// whose last record, the keyed shipper's, is past the ones Kafka did not
+// take. They were skipped as shipped; they are now sent again.
+func TestShipUnkeyedAfterKeyedLosesNothing(t *testing.T) {
+	c := cluster(t, 3)
+	refuse := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Partitions: []int32{0}, Err: kerr.NotEnoughReplicas, Count: -1})
+	const n = 300
+	l := openLog(t, n)
+	o := opts(c)
+	o.Key = func(rec []byte) []byte { return rec[:4] }
+	o.FlushTimeout = 100 * time.Millisecond
+	o.ClientOptions = []kgo.Opt{kgo.MetadataMinAge(10 * time.Millisecond)}
+	s, err := NewKafka(l, o)
+	noErr(t, err)
+	if err := s.Run(context.Background()); !errors.Is(err, ErrFlushTimeout) {
+		t.Fatalf("Run while Kafka refuses partition 0 for now: %v, want ErrFlushTimeout", err)
+	}
+	waitFor(t, "the client to give up on the records in flight", func() bool { return s.Stats().InFlight == 0 })
+	noErr(t, s.Close())
+	refuse.Remove()
+	o.Key, o.Partition = nil, 1
+	if st := runOnce(t, l, o); st.Committed != n+1 {
+		t.Fatalf("the run not keyed: %+v, want committed %d", st, n+1)
+	}
+	got := readTopic(t, c, "src-1", topicRecords(t, kadm.NewClient(mustClient(t, c))))
+	held := make(map[uint64]int)
+	for _, seqs := range got {
+		for _, seq := range seqs {
+			held[seq]++
+		}
+	}
+	for seq := uint64(1); seq <= n; seq++ {
+		if held[seq] == 0 {
+			t.Fatalf("record %d (key%d) is not in Kafka", seq, seq%7)
+		}
+	}
+}
