@@ -143,7 +143,7 @@ type shipModel struct {
 	srcs    []*shipSource
 	fault   atomic.Int32 // the fault of the run in progress
 	budget  atomic.Int32 // requests left to fault (faultRetry, faultDrop)
-	hold    atomic.Bool  // produce requests wait while set (at most 1 s)
+	hold    atomic.Bool  // produce requests wait while set (at most 5 s)
 	next    int32        // the fault of the next run
 	rd      *kgo.Client  // reads the topic
 	adm     *kadm.Client
@@ -228,7 +228,7 @@ func runShipModel(t *testing.T, in []byte) {
 // control injects the fault of the run in progress into produce requests.
 func (m *shipModel) control(r kmsg.Request) (kmsg.Response, error, bool) {
 	m.c.KeepControl()
-	for deadline := time.Now().Add(time.Second); m.hold.Load() && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); m.hold.Load() && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 	switch m.fault.Load() {
@@ -551,7 +551,10 @@ func (m *shipModel) giveUp(s *shipSource) {
 	t := m.t
 	o := m.opts(s)
 	o.Follow = true
-	o.FlushTimeout = 20 * time.Millisecond
+	// The first Run waits this long for Kafka (which holds its produce
+	// requests longer) before it gives up; it also bounds the second
+	// Run's commits, which a loaded machine may take long over.
+	o.FlushTimeout = time.Second
 	sh := m.shipper(s, o)
 	defer sh.Close()
 	c0, end := sh.Stats().Committed, s.l.NextSeq()
