@@ -24,7 +24,10 @@
 //	   136     8  i, this file's index
 //	   144     4  frame alignment: 8
 //	   148     4  slot count: 48
-//	   152     4  zero
+//	   152     4  log id: random, drawn when file 0 is made and copied
+//	              into every later file (0: unknown, from a writer that
+//	              predates it); a file whose id is another log's is
+//	              refused
 //	   156     4  masked CRC-32C (frame.Mask) of [128:156)
 //	   256     8  tail: bytes of the data region claimed so far (atomic;
 //	              may run past C once the file is full)

@@ -10,7 +10,9 @@ import (
 const HeaderSize = _hdrSize
 
 // PutHeader and DecodeHeader expose the header page codec to tests.
-func PutHeader(b []byte, capacity, index uint64) { putHeader(b, params{capacity, index}) }
+func PutHeader(b []byte, capacity, index uint64) {
+	putHeader(b, params{capacity: capacity, index: index})
+}
 
 func DecodeHeader(name string, b []byte) (capacity, index uint64, err error) {
 	p, err := decodeHeader(name, b)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"sync/atomic"
 
@@ -22,6 +23,7 @@ const (
 	_offIndex   = 136
 	_offAlign   = 144
 	_offSlotN   = 148
+	_offLogID   = 152
 	_offParCRC  = 156
 	_offTail    = 256
 	_offActive  = 320
@@ -65,6 +67,10 @@ func fileName(path string, idx uint64) string {
 type params struct {
 	capacity uint64
 	index    uint64
+	// id is the log's: drawn when file 0 is made and copied into every
+	// later file, so that a file of another log under this log's name is
+	// told apart. 0 is unknown (a file made by a writer that predates it).
+	id uint32
 }
 
 // putHeader fills the header page b for a file of the given params.
@@ -75,6 +81,7 @@ func putHeader(b []byte, p params) {
 	binary.LittleEndian.PutUint64(b[_offIndex:], p.index)
 	binary.LittleEndian.PutUint32(b[_offAlign:], _align)
 	binary.LittleEndian.PutUint32(b[_offSlotN:], _slots)
+	binary.LittleEndian.PutUint32(b[_offLogID:], p.id)
 	binary.LittleEndian.PutUint32(b[_offParCRC:], frame.Mask(crc32.Checksum(b[_offParams:_offParCRC], _crc)))
 }
 
@@ -108,7 +115,7 @@ func decodeHeader(name string, b []byte) (params, error) {
 	if got, want := binary.LittleEndian.Uint32(b[_offParCRC:]), frame.Mask(crc32.Checksum(b[_offParams:_offParCRC], _crc)); got != want {
 		return params{}, corrupt(name, _offParCRC, fmt.Errorf("%w: checksum mismatch", ErrHeader))
 	}
-	p := params{capacity: binary.LittleEndian.Uint64(b[_offCap:]), index: binary.LittleEndian.Uint64(b[_offIndex:])}
+	p := params{capacity: binary.LittleEndian.Uint64(b[_offCap:]), index: binary.LittleEndian.Uint64(b[_offIndex:]), id: binary.LittleEndian.Uint32(b[_offLogID:])}
 	switch {
 	case p.capacity < minCapacity || p.capacity > maxCapacity || p.capacity%_align != 0:
 		return params{}, corrupt(name, _offCap, fmt.Errorf("%w: data size %d", ErrHeader, p.capacity))
@@ -122,6 +129,19 @@ func decodeHeader(name string, b []byte) (params, error) {
 		return params{}, corrupt(name, 16, fmt.Errorf("%w: first position %#x in file %d", ErrHeader, h.FirstSeq, p.index))
 	}
 	return p, nil
+}
+
+// sameLog reports whether files with the log ids a and b may be of one
+// log: the ids are equal, or one is unknown.
+func sameLog(a, b uint32) bool { return a == b || a == 0 || b == 0 }
+
+// newLogID returns a log id for a new log: random, never 0.
+func newLogID() uint32 {
+	for {
+		if id := rand.Uint32(); id != 0 {
+			return id
+		}
+	}
 }
 
 // Capacity bounds: a file holds at least one page of data, and offsets fit

@@ -80,6 +80,7 @@ type Log struct {
 	path     string
 	o        Options
 	capacity uint64
+	id       uint32                           // the log's id (file 0's), 0 if unknown
 	alive    func(pid int, start uint64) bool // test seam
 	// beforeHeader, if not nil, runs between a claim and its header CAS
 	// (test seam).
@@ -284,7 +285,7 @@ func (l *Log) open() error {
 		} else if name != "" {
 			return fmt.Errorf("shmlog: open: %s does not exist but %s does: it is left of a log whose file 0 was removed; remove the log's other files to make a new log at %s", l.path, name, l.path)
 		}
-		if err := createFile(l.path, params{capacity: uint64(l.o.MaxFileSize - _hdrSize)}, l.o.Perm); err != nil {
+		if err := createFile(l.path, params{capacity: uint64(l.o.MaxFileSize - _hdrSize), id: newLogID()}, l.o.Perm); err != nil {
 			return err
 		}
 	}
@@ -293,12 +294,12 @@ func (l *Log) open() error {
 	if err != nil {
 		return err
 	}
-	l.capacity = p.capacity
+	l.capacity, l.id = p.capacity, p.id
 	var lost error
 	if alone {
 		lost = l.lostActive()
 	}
-	f, err := mapFile(l.path, l.hdr.active().Load(), l.capacity, true)
+	f, err := mapFile(l.path, l.hdr.active().Load(), l.capacity, l.id, true)
 	if err != nil {
 		return err
 	}
@@ -371,7 +372,7 @@ func (l *Log) recoverLater(a uint64) error {
 		if _, err := os.Stat(fileName(l.path, i)); errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
-		f, err := mapFile(l.path, i, l.capacity, true)
+		f, err := mapFile(l.path, i, l.capacity, l.id, true)
 		if err != nil {
 			return fmt.Errorf("shmlog: open: recover file %d after the active file %d: %w", i, a, err)
 		}
@@ -550,7 +551,7 @@ func readFile0(f *os.File, path string) (header, params, error) {
 // without, it maps a trimmed file as it is, after checking that its tail
 // lies within it (callers then read nothing at or past the tail).
 // REQUIRES: the exclusive lock of path.lock is held if extend.
-func mapFile(path string, idx, capacity uint64, extend bool) (*mfile, error) {
+func mapFile(path string, idx, capacity uint64, id uint32, extend bool) (*mfile, error) {
 	name := fileName(path, idx)
 	f, err := os.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
@@ -592,6 +593,9 @@ func mapFile(path string, idx, capacity uint64, extend bool) (*mfile, error) {
 	p, err := decodeHeader(name, m)
 	if err == nil && (p.index != idx || p.capacity != capacity) {
 		err = corrupt(name, _offIndex, fmt.Errorf("%w: file %d of %d data bytes where file %d of %d was due", ErrHeader, p.index, p.capacity, idx, capacity))
+	}
+	if err == nil && !sameLog(p.id, id) {
+		err = corrupt(name, _offLogID, fmt.Errorf("%w: a file of another log (log id %#x; file 0's is %#x)", ErrHeader, p.id, id))
 	}
 	if err != nil {
 		sys.Munmap(m)
@@ -815,24 +819,38 @@ func (l *Log) roll(idx uint64) error {
 		return fmt.Errorf("shmlog: roll: %w", err)
 	}
 	active := l.hdr.active()
+	var f *mfile
 	if a := active.Load(); a == idx {
 		// A file idx+1 there is this log's (Open refuses a path whose file
 		// 0 is missing while later files are there): one a roll that died
 		// before moving active made, or one holding records whose move of
-		// active a power cut lost. It is kept.
+		// active a power cut lost. It is kept, if its header says it is
+		// this log's file idx+1.
 		if _, err := os.Stat(fileName(l.path, idx+1)); errors.Is(err, fs.ErrNotExist) {
 			if l.beforeCreate != nil {
 				l.beforeCreate()
 			}
-			if err := createFile(l.path, params{capacity: l.capacity, index: idx + 1}, l.o.Perm); err != nil {
+			if err := createFile(l.path, params{capacity: l.capacity, index: idx + 1, id: l.id}, l.o.Perm); err != nil {
 				return fmt.Errorf("shmlog: roll to file %d: %w", idx+1, err)
 			}
 		}
+		// Mapped before active moves: a file refused leaves active at
+		// this file, not naming a file no one can map.
+		m, err := mapFile(l.path, idx+1, l.capacity, l.id, true)
+		if err != nil {
+			return fmt.Errorf("shmlog: roll to file %d: %w", idx+1, err)
+		}
 		active.CompareAndSwap(idx, idx+1)
+		f = m
 	}
-	f, err := mapFile(l.path, active.Load(), l.capacity, true)
-	if err != nil {
-		return err
+	if a := active.Load(); f == nil || f.idx != a {
+		if f != nil {
+			f.unmap()
+		}
+		var err error
+		if f, err = mapFile(l.path, a, l.capacity, l.id, true); err != nil {
+			return err
+		}
 	}
 	f.hdr0 = l.hdr
 	l.mu.files = slices.DeleteFunc(l.mu.files, func(f *mfile) bool { return f.unmapped.Load() })

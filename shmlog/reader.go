@@ -30,6 +30,7 @@ type Reader struct {
 	o        Options
 	alive    func(pid int, start uint64) bool
 	capacity uint64
+	id       uint32 // the log's id (file 0's), 0 if unknown
 
 	f0  *os.File
 	hdr header
@@ -69,12 +70,12 @@ func openReader(path string, o Options, alive func(int, uint64) bool, from uint6
 		return nil, err
 	}
 	f0, hdr, p, _, err := joinFile0(path, false)
-	r := &Reader{path: path, o: o, alive: alive, capacity: p.capacity, f0: f0, hdr: hdr}
+	r := &Reader{path: path, o: o, alive: alive, capacity: p.capacity, id: p.id, f0: f0, hdr: hdr}
 	if err == nil {
 		if from&(1<<32-1)%_align != 0 || from&(1<<32-1) > p.capacity {
 			err = fmt.Errorf("shmlog: reader: position %#x is not a frame boundary", from)
 		} else {
-			r.f, err = mapFile(path, from>>32, p.capacity, false)
+			r.f, err = mapFile(path, from>>32, p.capacity, p.id, false)
 			r.off = from & (1<<32 - 1)
 			if err == nil {
 				err = r.checkStart()
@@ -320,7 +321,7 @@ func (r *Reader) stalled(w uint64) (bool, error) {
 }
 
 func (r *Reader) moveTo(idx uint64) error {
-	f, err := mapFile(r.path, idx, r.capacity, false)
+	f, err := mapFile(r.path, idx, r.capacity, r.id, false)
 	if err != nil {
 		return err
 	}
