@@ -118,6 +118,7 @@ static void put_header(uint8_t *b, uint64_t idx) {
 	put64(b + OFF_INDEX, idx);
 	put32(b + OFF_ALIGN, ALIGN);
 	put32(b + OFF_SLOTN, SLOTS);
+	memcpy(b + 152, hdr0 + 152, 4); /* the log's id, file 0's */
 	put32(b + OFF_PARCRC, mask(crc_update(0, b + 128, 28)));
 }
 
