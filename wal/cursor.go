@@ -1187,6 +1187,9 @@ func (l *Log) DeleteCursor(name string) error {
 	if s.mu.closed {
 		return ErrClosed
 	}
+	if err := l.mapErr(l.eng.Err()); err != nil {
+		return err // a failed log changes nothing more
+	}
 	if _, ok := s.mu.open[name]; ok {
 		return fmt.Errorf("%w: %q: close it before deleting it", ErrCursorOpen, name)
 	}

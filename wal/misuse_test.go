@@ -1,12 +1,14 @@
 package wal
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -285,4 +287,71 @@ func TestForeignDirWithLockFile(t *testing.T) {
 	}
 	l := mustOpen(t, log, nil)
 	noErr(t, l.Close())
+}
+
+// TestCallsAfterFailedSync checks that once an fdatasync failed, every
+// call of the log that could act on it returns the failure, DeleteCursor
+// included (it removed the cursor's file and fsynced the directory of a
+// failed log), and that no segment is fdatasynced again.
+func TestCallsAfterFailedSync(t *testing.T) {
+	mem := vfs.NewMem()
+	failing := new(atomic.Bool)
+	var segSyncs atomic.Int64
+	inj := func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if op == vfs.OpSync && !strings.Contains(name, cursorDir) {
+			segSyncs.Add(1)
+			if failing.Load() {
+				return 0, syscall.EIO
+			}
+		}
+		return n, nil
+	}
+	const dir = "/log"
+	l := mustOpen(t, dir, &Options{fsys: vfs.WithFaults(mem, inj)})
+	ctx := context.Background()
+	for i := range 10 {
+		_, err := l.Append(testPayload(1, i, 100))
+		noErr(t, err)
+	}
+	noErr(t, l.Sync(ctx))
+	for _, name := range []string{"open", "shut"} {
+		c, err := l.Cursor(name)
+		noErr(t, err)
+		if name == "shut" {
+			noErr(t, c.Close())
+		}
+	}
+	failing.Store(true)
+	seq, err := l.Append([]byte("x"))
+	noErr(t, err)
+	if err := l.WaitDurable(ctx, seq); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("WaitDurable over the failing fdatasync: %v", err)
+	}
+	failing.Store(false) // the disk "recovers": the log must not believe it
+	syncs := segSyncs.Load()
+	calls := map[string]func() error{
+		"Append":        func() error { _, err := l.Append([]byte("y")); return err },
+		"AppendBatch":   func() error { _, err := l.AppendBatch([][]byte{[]byte("y")}); return err },
+		"Flush":         func() error { return l.Flush(ctx) },
+		"Sync":          func() error { return l.Sync(ctx) },
+		"TruncateFront": func() error { return l.TruncateFront(seq) },
+		"NewReader":     func() error { _, err := l.NewReader(0, nil); return err },
+		"Cursor":        func() error { _, err := l.Cursor("new"); return err },
+		"Cursors":       func() error { _, err := l.Cursors(); return err },
+		"DeleteCursor":  func() error { return l.DeleteCursor("shut") },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, syscall.EIO) {
+			t.Errorf("%s after the failed fdatasync: %v, want the failure", name, err)
+		}
+	}
+	if _, err := mem.Stat(filepath.Join(dir, cursorDir, "shut")); err != nil {
+		t.Errorf("the cursor file DeleteCursor was refused for: %v", err)
+	}
+	if err := l.Close(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Close after the failed fdatasync: %v", err)
+	}
+	if n := segSyncs.Load(); n != syncs {
+		t.Fatalf("%d fdatasyncs of the log's segments after the failure", n-syncs)
+	}
 }
