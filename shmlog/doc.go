@@ -202,8 +202,9 @@
 // tail word that may lag them and maybe a torn last frame, and a roll
 // keeps that file. A power cut can also keep that move but lose the new
 // file's directory entry: if the file active names is missing and the one
-// before it is there, the Open moves active back to it. [Log.Recovery]
-// reports what it did. Files before the
+// before it is there, the Open moves active back to it. It removes the
+// temporary files that processes killed while making a file left.
+// [Log.Recovery] reports what it did. Files before the
 // active one are full and were not being written; [Verify] checks them.
 //
 // # Closing and trimming

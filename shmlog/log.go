@@ -313,6 +313,7 @@ func (l *Log) open() error {
 		if l.recovery.Damage == nil {
 			l.recovery.Damage = lost
 		}
+		removeTemps(l.path)
 		l.hdr.waiters().Store(0)
 		// Recovery may move the tail back, so a slot's first word stored
 		// before it can lie past claims made since: a process of a binary
@@ -357,6 +358,43 @@ func (l *Log) lostActive() error {
 	l.hdr.active().Store(a - 1)
 	return corrupt(name, 0, fmt.Errorf("%w: the active file is missing (a power cut lost its directory entry): appends go on in file %d", ErrTruncated, a-1))
 }
+
+// removeTemps removes the temporary files (createFile's) that creators
+// killed before they linked them left beside the log at path: each is as
+// large as a whole file. No process is creating a file while the log is
+// open by no other: rolls are made by Logs with the log open, and an Open
+// makes file 0 only where there is none. Errors are ignored: a file left
+// is only space.
+// REQUIRES: no other process has the log open; the exclusive lock of
+// path.lock.
+func removeTemps(path string) {
+	dir, base := filepath.Dir(path), filepath.Base(path)+"."
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if rest, ok := strings.CutPrefix(e.Name(), base); ok && isTemp(rest) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// isTemp reports whether rest, a name after "P.", is that of a temporary
+// file of createFile: [8 digits "."] pid "-" n ".tmp".
+func isTemp(rest string) bool {
+	rest, ok := strings.CutSuffix(rest, ".tmp")
+	if !ok {
+		return false
+	}
+	if len(rest) > 9 && rest[8] == '.' && digits(rest[:8]) {
+		rest = rest[9:]
+	}
+	pid, n, ok := strings.Cut(rest, "-")
+	return ok && digits(pid) && digits(n)
+}
+
+func digits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
 
 // recoverLater recovers the files after the active file a, if there are
 // any: a power cut can lose file 0's move of active to a file that then
