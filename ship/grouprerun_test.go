@@ -46,8 +46,11 @@ func TestShipGroupRunAgainAfterGiveUp(t *testing.T) {
 	refuse := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Partitions: []int32{0}, Err: kerr.NotEnoughReplicas, Count: -1})
 	const n = 500
 	s := openStream(t, n)
-	o := &KafkaOptions{Brokers: c.ListenAddrs(), Topic: "t", ConnectTimeout: 5 * time.Second, FlushTimeout: 100 * time.Millisecond,
-		Key: func(rec []byte) []byte { return rec[:4] },
+	o := &KafkaOptions{Brokers: c.ListenAddrs(), Topic: "t", ConnectTimeout: 5 * time.Second,
+		// Long enough for Kafka to take the other partitions' records
+		// and, in the second Run, all of them, on a loaded machine.
+		FlushTimeout: 2 * time.Second,
+		Key:          func(rec []byte) []byte { return rec[:4] },
 		// The client answers for the records it gave up on at its next
 		// try, after a metadata refresh: soon, rather than after the
 		// default 5 s between refreshes.
@@ -83,7 +86,7 @@ func TestTxnGroupRunAgainAfterGiveUp(t *testing.T) {
 	s := openStream(t, n)
 	o := txnOpts(c)
 	o.Source = ""
-	o.FlushTimeout = 100 * time.Millisecond
+	o.FlushTimeout = 2 * time.Second // it bounds the second Run's commit too
 	sh, err := NewKafkaFromGroup(s, o)
 	noErr(t, err)
 	defer sh.Close()

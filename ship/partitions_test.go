@@ -30,7 +30,7 @@ func TestShipKeyedPartitionsAddedLoseNothing(t *testing.T) {
 	l := openLog(t, n)
 	o := opts(c)
 	o.Key = func(rec []byte) []byte { return rec[:4] }
-	o.FlushTimeout = 100 * time.Millisecond
+	o.FlushTimeout = 2 * time.Second // for Kafka to take the other partitions' records
 	o.ClientOptions = []kgo.Opt{kgo.MetadataMinAge(10 * time.Millisecond)}
 	s, err := NewKafka(l, o)
 	noErr(t, err)
@@ -38,6 +38,7 @@ func TestShipKeyedPartitionsAddedLoseNothing(t *testing.T) {
 		t.Fatalf("Run while Kafka refuses partition 0 for now: %v, want ErrFlushTimeout", err)
 	}
 	waitFor(t, "the client to give up on the records in flight", func() bool { return s.Stats().InFlight == 0 })
+	o.FlushTimeout = 0
 	first := s.Stats()
 	noErr(t, s.Close())
 	if first.Shipped == 0 || first.Committed != 3 {
@@ -104,7 +105,7 @@ func TestShipUnkeyedAfterKeyedLosesNothing(t *testing.T) {
 	l := openLog(t, n)
 	o := opts(c)
 	o.Key = func(rec []byte) []byte { return rec[:4] }
-	o.FlushTimeout = 100 * time.Millisecond
+	o.FlushTimeout = 2 * time.Second // for Kafka to take the other partitions' records
 	o.ClientOptions = []kgo.Opt{kgo.MetadataMinAge(10 * time.Millisecond)}
 	s, err := NewKafka(l, o)
 	noErr(t, err)
@@ -112,6 +113,7 @@ func TestShipUnkeyedAfterKeyedLosesNothing(t *testing.T) {
 		t.Fatalf("Run while Kafka refuses partition 0 for now: %v, want ErrFlushTimeout", err)
 	}
 	waitFor(t, "the client to give up on the records in flight", func() bool { return s.Stats().InFlight == 0 })
+	o.FlushTimeout = 0
 	noErr(t, s.Close())
 	refuse.Remove()
 	o.Key, o.Partition = nil, 1
