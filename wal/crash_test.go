@@ -499,6 +499,7 @@ func TestKillDuringSealKeepsFlushedRecords(t *testing.T) {
 	repaired := killCopy(t, mem, dir)
 	followed := killCopy(t, mem, dir)
 	cursored := killCopy(t, mem, dir)
+	odd := killCopy(t, mem, dir)
 	close(release)
 	released = true
 	noErr(t, l.Close())
@@ -536,6 +537,19 @@ func TestKillDuringSealKeepsFlushedRecords(t *testing.T) {
 	if _, err := killed.Stat(filepath.Join(dir, spareName)); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("%s after Open: %v", spareName, err)
 	}
+
+	// A directory in the place of the new segment is not taken for it:
+	// Open removes it, as it removes a spare, and starts the next segment.
+	noErr(t, odd.Remove(filepath.Join(dir, spareName)))
+	noErr(t, odd.MkdirAll(filepath.Join(dir, spareName), 0o755))
+	lo, err := Open(dir, &Options{fsys: odd, SegmentSize: 64 << 10, BufferSize: 64 << 10})
+	if err != nil {
+		t.Fatalf("Open with a directory named %s: %v", spareName, err)
+	}
+	if got := lo.NextSeq(); got != end-20 {
+		t.Fatalf("Open with a directory named %s: the log ends before %d, want %d", spareName, got, end-20)
+	}
+	noErr(t, lo.Close())
 
 	// Repair names it too, before it looks for damage.
 	rr, err := Repair(dir, false, &Options{fsys: repaired})

@@ -286,8 +286,8 @@ func recoverTail(fsys vfs.FS, dir string, s segInfo, o *Options, w *segWriter, r
 func adoptSpare(fsys vfs.FS, dir string, next uint64, ids *logIDs) (bool, error) {
 	path := filepath.Join(dir, spareName)
 	f, err := fsys.OpenRegular(path, os.O_RDWR, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, vfs.ErrNotRegular) {
+		return false, nil // none; or not a file, left to the removal of a spare
 	}
 	if err != nil {
 		return false, fmt.Errorf("wal: open %s: %w", spareName, err)
