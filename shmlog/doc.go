@@ -199,13 +199,15 @@
 // takes a slot without storing it). Files after the active one are
 // recovered so too: a power cut that lost file 0's move of active (not
 // yet made durable by a Sync) leaves the file it moved to with records, a
-// tail word that may lag them and maybe a torn last frame, and a roll
-// keeps that file. A power cut can also keep that move but lose the new
-// file's directory entry: if the file active names is missing and the one
-// before it is there, the Open moves active back to it. It removes the
-// temporary files that processes killed while making a file left.
-// [Log.Recovery] reports what it did. Files before the
-// active one are full and were not being written; [Verify] checks them.
+// tail word that may lag them and maybe a torn last frame. If one holds
+// records, active moves on to the last that does, and the space left in
+// the files before it is padded over: appends follow those records. A
+// power cut can also keep that move but lose the new file's directory
+// entry: if the file active names is missing and the one before it is
+// there, the Open moves active back to it. It removes the temporary files
+// that processes killed while making a file left. [Log.Recovery] reports
+// what it did. Files before the active one are full and were not being
+// written; [Verify] checks them.
 //
 // # Closing and trimming
 //

@@ -306,9 +306,15 @@ func (l *Log) open() error {
 	if alone {
 		// No other Log or Reader has the log open: whoever had it is gone.
 		l.recovery = recoverFile(f, l.capacity)
-		if err := l.recoverLater(f.idx); err != nil {
+		last, err := l.recoverLater(f.idx)
+		if err != nil {
 			f.unmap()
 			return err
+		}
+		if last > f.idx {
+			if f, err = l.moveActive(f, last); err != nil {
+				return err
+			}
 		}
 		if l.recovery.Damage == nil {
 			l.recovery.Damage = lost
@@ -405,16 +411,20 @@ func digits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == 
 // maps a file after the active one, so this is safe alone.
 // REQUIRES: no other process has the log open; the exclusive lock of
 // path.lock.
-func (l *Log) recoverLater(a uint64) error {
+func (l *Log) recoverLater(a uint64) (last uint64, err error) {
+	last = a
 	for i := a + 1; i < 1<<31; i++ {
 		if _, err := os.Stat(fileName(l.path, i)); errors.Is(err, fs.ErrNotExist) {
-			return nil
+			return last, nil
 		}
 		f, err := mapFile(l.path, i, l.capacity, l.id, true)
 		if err != nil {
-			return fmt.Errorf("shmlog: open: recover file %d after the active file %d: %w", i, a, err)
+			return 0, fmt.Errorf("shmlog: open: recover file %d after the active file %d: %w", i, a, err)
 		}
 		rec := recoverFile(f, l.capacity)
+		if f.tail.Load() > 0 {
+			last = i
+		}
 		f.unmap()
 		l.recovery.Padded += rec.Padded
 		l.recovery.Cut += rec.Cut
@@ -422,7 +432,43 @@ func (l *Log) recoverLater(a uint64) error {
 			l.recovery.Damage = rec.Damage
 		}
 	}
-	return nil
+	return last, nil
+}
+
+// moveActive moves appends on from the recovered active file f to file
+// last after it, the last that recoverLater found records in, and returns
+// last's mapping (f is unmapped): appends after those records keep the
+// file order the claim order. The space left in f and in the files
+// between (lost to the power cut) is padded over, their tails moved to
+// the end.
+// REQUIRES: as recoverLater; files f.idx+1 to last recovered.
+func (l *Log) moveActive(f *mfile, last uint64) (*mfile, error) {
+	for i := f.idx; i < last; i++ {
+		m := f
+		if i > f.idx {
+			var err error
+			if m, err = mapFile(l.path, i, l.capacity, l.id, true); err != nil {
+				f.unmap()
+				return nil, fmt.Errorf("shmlog: open: recover file %d: %w", i, err)
+			}
+		}
+		for off := min(m.tail.Load(), l.capacity); l.capacity-off >= frame.HeaderSize; {
+			size := padFrame(l.capacity - off)
+			padOver(m, off, 0, size-frame.HeaderSize)
+			off += size
+		}
+		m.tail.Store(l.capacity)
+		if m != f {
+			m.unmap()
+		}
+	}
+	f.unmap()
+	l.hdr.active().Store(last)
+	m, err := mapFile(l.path, last, l.capacity, l.id, true)
+	if err != nil {
+		return nil, fmt.Errorf("shmlog: open: %w", err)
+	}
+	return m, nil
 }
 
 // lockLog takes the exclusive flock of path.lock, which serialises Open's
