@@ -46,3 +46,25 @@ func TestShipGroupOpenAlreadyRefused(t *testing.T) {
 	noErr(t, sh.Close())
 	exactlyOnce(t, readTopic(t, c, "stream:orders", n), n)
 }
+
+// TestShipGroupOtherMemberIsLoud: a consumer of this process that opens
+// the shipper's group after it (and so gets the same group) and takes a
+// record makes Run fail, naming that record: the shipper went on after
+// it, and it never reached Kafka, in silence.
+func TestShipGroupOtherMemberIsLoud(t *testing.T) {
+	c := cluster(t, 1)
+	const n = 20
+	s := openStream(t, n)
+	sh, err := NewKafkaFromGroup(s, &KafkaOptions{Brokers: c.ListenAddrs(), Topic: "t", ConnectTimeout: 5 * time.Second})
+	noErr(t, err)
+	defer sh.Close()
+	g, err := s.Group(DefaultCursor, nil)
+	noErr(t, err)
+	m, err := g.Next(context.Background(), nil)
+	noErr(t, err)
+	noErr(t, g.Ack(m.Seq))
+	err = sh.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "record 1 of stream orders went to another member of group ship-kafka") {
+		t.Fatalf("Run after another member took record 1: %v (%+v)", err, sh.Stats())
+	}
+}

@@ -357,7 +357,10 @@ func NewKafkaFromDir(dir string, walOpts *wal.Options, opts *KafkaOptions) (*Shi
 // consumer group named KafkaOptions.Cursor, of which the shipper must be
 // the only member (a record it waits on is never handed out again: the
 // group's AckWait is unbounded): a group open already in this process
-// (another Shipper's, a consumer's) is refused with stream.ErrGroupOpen. MaxInFlightRecords is at most
+// (another Shipper's, a consumer's) is refused with stream.ErrGroupOpen,
+// and a record that another member takes (a consumer of this process
+// opening the group after the shipper gets the shipper's) makes Run fail,
+// naming it. MaxInFlightRecords is at most
 // stream.MaxAckPending. The default Source is "stream:" and the stream's
 // name. Records the stream's retention deletes before the group delivers
 // them (a stream not kept UntilAcked) never reach Kafka: the group goes on

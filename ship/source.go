@@ -117,9 +117,15 @@ func (gs *groupSource) next(ctx context.Context) (uint64, []byte, error) {
 		return 0, nil, fmt.Errorf("record %d delivered %d times: the group has another member", m.Seq, m.Delivery)
 	}
 	if m.Seq > gs.want {
-		// Records lost to damage (a recorded gap), or deleted by retention.
+		// Records lost to damage (a recorded gap), deleted by retention,
+		// or delivered to another member (a consumer that opened the
+		// group in this process got the shipper's).
 		if err := gs.lost(); err != nil {
 			return 0, nil, err
+		}
+		if seq, ok := gs.held(gs.want, m.Seq); ok {
+			return 0, nil, fmt.Errorf("record %d of stream %s went to another member of group %s before record %d came to this Shipper: it is not in Kafka (a shipper must be its group's only member)",
+				seq, gs.s.Name(), gs.g.Load().Name(), m.Seq)
 		}
 	}
 	gs.want = m.Seq + 1
@@ -136,6 +142,18 @@ func (gs *groupSource) lost() error {
 			n, gs.s.Name(), g.Name())
 	}
 	return nil
+}
+
+// held returns the first record the stream holds from seq from on, if it
+// is below to.
+func (gs *groupSource) held(from, to uint64) (uint64, bool) {
+	var first uint64
+	found := errors.New("found")
+	err := gs.s.Scan(from, func(seq uint64, _ []byte) error {
+		first = seq
+		return found
+	})
+	return first, err == found && first < to
 }
 
 func (gs *groupSource) record(seq uint64) ([]byte, bool, error) {
