@@ -68,3 +68,28 @@ func TestShipGroupOtherMemberIsLoud(t *testing.T) {
 		t.Fatalf("Run after another member took record 1: %v (%+v)", err, sh.Stats())
 	}
 }
+
+// TestShipGroupOtherMemberAckedIsLoud: a consumer of this process that
+// opens the shipper's group after it takes and acks the record after the
+// last the shipper read, between two Runs: the next Run, which starts
+// past it, fails naming it. It returned nil, the record never in Kafka.
+func TestShipGroupOtherMemberAckedIsLoud(t *testing.T) {
+	c := cluster(t, 1)
+	const n = 20
+	s := openStream(t, n)
+	sh, err := NewKafkaFromGroup(s, &KafkaOptions{Brokers: c.ListenAddrs(), Topic: "t", ConnectTimeout: 5 * time.Second})
+	noErr(t, err)
+	defer sh.Close()
+	noErr(t, sh.Run(context.Background()))
+	_, err = s.Publish(record(n + 1))
+	noErr(t, err)
+	g, err := s.Group(DefaultCursor, nil)
+	noErr(t, err)
+	m, err := g.Next(context.Background(), nil)
+	noErr(t, err)
+	noErr(t, g.Ack(m.Seq))
+	err = sh.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "record 21 of stream orders went to another member of group ship-kafka") {
+		t.Fatalf("Run after another member took record 21: %v (%+v)", err, sh.Stats())
+	}
+}

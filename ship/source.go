@@ -124,8 +124,7 @@ func (gs *groupSource) next(ctx context.Context) (uint64, []byte, error) {
 			return 0, nil, err
 		}
 		if seq, ok := gs.held(gs.want, m.Seq); ok {
-			return 0, nil, fmt.Errorf("record %d of stream %s went to another member of group %s before record %d came to this Shipper: it is not in Kafka (a shipper must be its group's only member)",
-				seq, gs.s.Name(), gs.g.Load().Name(), m.Seq)
+			return 0, nil, gs.otherMember(seq)
 		}
 	}
 	gs.want = m.Seq + 1
@@ -134,14 +133,29 @@ func (gs *groupSource) next(ctx context.Context) (uint64, []byte, error) {
 
 // lost reports the records the stream's retention deleted before the
 // group delivered them: the group goes on after them (counting them in
-// GroupStats.Skipped), so they never reach Kafka.
+// GroupStats.Skipped), so they never reach Kafka; and those delivered to
+// another member and acked.
 func (gs *groupSource) lost() error {
 	g := gs.g.Load()
 	if n := gs.lostBefore + g.Stats().Skipped - gs.skipped; n > 0 {
 		return fmt.Errorf("%d records of stream %s were deleted by its retention before they were shipped: they are not in Kafka, and group %s has gone on after them (keep the stream UntilAcked so that retention waits for the shipper)",
 			n, gs.s.Name(), g.Name())
 	}
+	// The committed position passed records that never came to the
+	// shipper: a gap's, or another member's, acked.
+	if c := g.Committed(); c > gs.want {
+		if seq, ok := gs.held(gs.want, c); ok {
+			return gs.otherMember(seq)
+		}
+	}
 	return nil
+}
+
+// otherMember is the error for record seq, which the group delivered to
+// another member than the shipper.
+func (gs *groupSource) otherMember(seq uint64) error {
+	return fmt.Errorf("record %d of stream %s went to another member of group %s: it is not in Kafka (a shipper must be its group's only member: a consumer of this process that opens the group while the shipper has it open gets the shipper's)",
+		seq, gs.s.Name(), gs.g.Load().Name())
 }
 
 // held returns the first record the stream holds from seq from on, if it
