@@ -387,8 +387,13 @@ func removeTemps(path string) {
 }
 
 // isTemp reports whether rest, a name after "P.", is that of a temporary
-// file of createFile: [8 digits "."] pid "-" n ".tmp".
+// file of createFile: [8 digits "."] pid "-" n ".tmp", or [8 digits "."]
+// "tmp", the one name each file had before, which a creator truncated and
+// reused then.
 func isTemp(rest string) bool {
+	if rest == "tmp" || len(rest) == 12 && digits(rest[:8]) && rest[8:] == ".tmp" {
+		return true
+	}
 	rest, ok := strings.CutSuffix(rest, ".tmp")
 	if !ok {
 		return false
