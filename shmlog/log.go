@@ -1123,7 +1123,9 @@ func (l *Log) tailOf(idx uint64) uint64 {
 
 // Close frees this process's slot and unmaps the log. The last process to
 // close (no other Log or Reader open) trims the active file after its
-// tail. Close must not run concurrently with other calls on l.
+// tail, under the lock of path.lock: if it cannot take it, it trims
+// nothing and returns why. Close must not run concurrently with other
+// calls on l.
 func (l *Log) Close() error {
 	if !l.closed.CompareAndSwap(false, true) {
 		return ErrClosed
