@@ -116,13 +116,16 @@ func (l *Log) TruncateFront(seq uint64) error {
 	return err
 }
 
-// applyRetention applies Options.Retention. The sealer calls it after
-// each seal, and the ager every period; an error is kept for the next
-// TruncateFront.
+// applyRetention applies Options.Retention, unless the log failed. The
+// sealer calls it after each seal, and the ager every period; an error is
+// kept for the next TruncateFront.
 func (l *Log) applyRetention() {
 	r := l.opts.Retention
 	if r.MaxBytes <= 0 && r.MaxAge <= 0 {
 		return
+	}
+	if l.eng.Err() != nil {
+		return // a failed log deletes nothing more, as its sealer does not
 	}
 	l.ret.Lock()
 	defer l.ret.Unlock()

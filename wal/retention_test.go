@@ -2,7 +2,10 @@ package wal
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,5 +109,46 @@ func expireQuiet(t *testing.T, fake *clock.Fake, done func() bool, why func() st
 		case <-giveUp:
 			t.Fatal(why())
 		}
+	}
+}
+
+// TestRetentionStopsOnFailedLog: once an fdatasync failed, the log deletes
+// nothing more. The sealer stops applying retention after a failed seal;
+// the MaxAge pass of a quiet log (applyRetention, run by the ager) went
+// on removing expired segments, and fsyncing the directory, of a log
+// every call reports failed, whose files the user may want as they are.
+func TestRetentionStopsOnFailedLog(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1000, 0))
+	dir := t.TempDir()
+	failing := new(atomic.Bool)
+	inj := func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if op == vfs.OpSync && failing.Load() {
+			return 0, syscall.EIO
+		}
+		return n, nil
+	}
+	o := &Options{fsys: vfs.WithFaults(vfs.OS(), inj), SegmentSize: 64 << 10, clock: fake, Retention: Retention{MaxAge: time.Hour}}
+	l := mustOpen(t, dir, o)
+	defer l.Close()
+	ctx := context.Background()
+	appendRecs(t, l, 3000)
+	noErr(t, l.Sync(ctx))
+	before, _, _, err := listSegments(vfs.OS(), dir)
+	noErr(t, err)
+	if len(before) < 3 {
+		t.Fatalf("%d segments, want 3 or more", len(before))
+	}
+	failing.Store(true)
+	seq, err := l.Append([]byte("x"))
+	noErr(t, err)
+	if err := l.WaitDurable(ctx, seq); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("WaitDurable over the failing fdatasync: %v", err)
+	}
+	fake.Advance(2 * time.Hour) // every sealed segment expired
+	l.applyRetention()          // the ager's pass
+	after, _, _, err := listSegments(vfs.OS(), dir)
+	noErr(t, err)
+	if len(after) != len(before) || l.Stats().SegmentsDeleted != 0 {
+		t.Fatalf("retention of the failed log: %d segments of %d left, %d deleted", len(after), len(before), l.Stats().SegmentsDeleted)
 	}
 }
