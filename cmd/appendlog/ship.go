@@ -151,6 +151,15 @@ func runShip(cmd *cobra.Command, f *shipFlags) error {
 		}
 	}
 	fl := cmd.Flags()
+	for _, name := range []string{"cursor", "group", "stream", "source", "transactional-id"} {
+		// An empty name (an unset variable in a script) would read
+		// through the default cursor or group, moving it, ship the
+		// directory as a log, or ship as the default source, which
+		// fences no earlier ship of the source meant.
+		if fl.Changed(name) && fl.Lookup(name).Value.String() == "" {
+			return usagef("--%s: empty name", name)
+		}
+	}
 	switch {
 	case !f.createTopic && fl.Changed("partitions"):
 		return usagef("--partitions is the partition count of the topic --create-topic makes: it needs --create-topic")
