@@ -237,6 +237,13 @@ func parseList(flag, s string, parse func(string) (int, error)) ([]int, error) {
 }
 
 func runBench(cmd *cobra.Command, f *benchFlags) error {
+	for _, name := range []string{"dir", "json", "chart"} {
+		// An unset variable in a script: the run would go on without the
+		// report or chart asked for, or in the default directory.
+		if cmd.Flags().Changed(name) && cmd.Flags().Lookup(name).Value.String() == "" {
+			return usagef("--%s: empty name", name)
+		}
+	}
 	cfg, err := benchConfig(f)
 	if err != nil {
 		return err

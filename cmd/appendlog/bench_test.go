@@ -150,8 +150,8 @@ func TestBenchUsageErrors(t *testing.T) {
 	}
 }
 
-// TestBenchReportPaths: a --json or --chart that names a directory, or
-// one file named by both, is refused before the run (exit status 2), not
+// TestBenchReportPaths: a --json or --chart that names a directory or
+// nothing, or one file named by both, is refused before the run (exit status 2), not
 // found after minutes of measuring, when the report cannot be written or
 // the chart overwrites it. Each command line would otherwise be a tiny run.
 func TestBenchReportPaths(t *testing.T) {
@@ -165,6 +165,10 @@ func TestBenchReportPaths(t *testing.T) {
 		{[]string{"--json", dir}, "--json " + dir + ": a directory; want the name of a file to write"},
 		{[]string{"--chart", filepath.Join(dir, "d.svg")}, "--chart " + filepath.Join(dir, "d.svg") + ": a directory"},
 		{[]string{"--json", same, "--chart", same}, "--json and --chart both name " + same},
+		// An empty name (an unset variable in a script) ran without the
+		// report or the chart.
+		{[]string{"--json", ""}, "--json: empty name"},
+		{[]string{"--chart", ""}, "--chart: empty name"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			if err := os.MkdirAll(filepath.Join(dir, "d.svg"), 0o755); err != nil {

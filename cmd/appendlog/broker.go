@@ -387,6 +387,11 @@ func checkBrokerFlags(cmd *cobra.Command, f *brokerFlags) error {
 	if err := (&wal.Options{BufferSize: f.bufferSize, ReaderWindow: f.readerWindow}).Validate(); err != nil {
 		return usagef("--buffer-size %d, --reader-window %d: %v", f.bufferSize, f.readerWindow, err)
 	}
+	if cmd.Flags().Changed("dir") && f.dir == "" {
+		// An unset variable in a script: the run would go to a temporary
+		// directory, removed at the end.
+		return usagef("--dir: empty name; leave --dir out for a temporary directory")
+	}
 	if f.duration > 0 && cmd.Flags().Changed("records") {
 		return usagef("--records and --duration are exclusive: publish --records in total, or for --duration")
 	}

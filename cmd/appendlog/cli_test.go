@@ -37,6 +37,10 @@ func TestUsageErrors(t *testing.T) {
 		// not sync as asked.
 		{[]string{"load", "--sync-every", "5ms"}, "--sync-every is the period of --sync interval; --sync batch does not sync on a timer"},
 		{[]string{"load", "--sync", "never", "--sync-every", "5ms"}, "--sync never does not sync on a timer"},
+		// An empty --dir (an unset variable in a script) ran in a
+		// temporary directory, removed at the end.
+		{[]string{"load", "--dir", "", "--records", "10"}, "--dir: empty name"},
+		{[]string{"broker", "--dir", "", "--records", "10"}, "--dir: empty name"},
 		{[]string{"load", "--sync-every", "soon"}, "--sync-every"},
 		{[]string{"load", "--segment-size", "-5"}, `invalid argument "-5" for "--segment-size" flag: negative size`},
 		{[]string{"load", "--segment-size", "100"}, "SegmentSize 100"},

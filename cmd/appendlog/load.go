@@ -145,6 +145,11 @@ bad command line).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.syncEverySet = cmd.Flags().Changed("sync-every")
+			if cmd.Flags().Changed("dir") && f.dir == "" {
+				// An unset variable in a script: the run would go to a
+				// temporary directory, removed at the end.
+				return usagef("--dir: empty name; leave --dir out for a temporary directory")
+			}
 			return runLoad(cmd, &f)
 		},
 	}
