@@ -162,6 +162,8 @@ func (f *shmFlags) validate() error {
 		return usagef("--processes %d: want 1 to 1024", f.processes)
 	case f.records < 1:
 		return usagef("--records %d: want at least 1", f.records)
+	case f.maxFileSize < 1:
+		return usagef("--max-file-size %d: want a size, e.g. 64MiB", f.maxFileSize)
 	case f.size < 1 || int64(f.size) > f.maxFileSize/2:
 		return usagef("--size %d: want 1 to half of --max-file-size", f.size)
 	case f.kill < 0 || f.kill >= f.processes:

@@ -138,6 +138,13 @@ func TestShmLoadUsage(t *testing.T) {
 	}
 }
 
+// TestShmLoadMaxFileSizeZero: --max-file-size 0 is named as the bad flag,
+// where the message blamed --size ("want 1 to half of --max-file-size").
+func TestShmLoadMaxFileSizeZero(t *testing.T) {
+	r := runInProcess("shm", "load", "--file", filepath.Join(t.TempDir(), "shm"), "--max-file-size", "0")
+	expect(t, r, exitUsage, "--max-file-size 0: want a size")
+}
+
 func TestShmVerify(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "shm")
 	cli(t, "shm", "load", "--file", file, "--processes", "2", "--records", "500", "--size", "64", "--baseline=false")
