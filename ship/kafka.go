@@ -257,7 +257,7 @@ type Shipper struct {
 	// waiting to be sent or in a transaction not committed, and those that
 	// Kafka did not take, which the next Run reads again;
 	// readRecs and readBytes count the records (and payload bytes) read
-	// from the source this run; nextRead is the seq after the last read;
+	// from the source, by every Run; nextRead is the seq after the last read;
 	// started is when Run started (Unix ns). For Stats.
 	pendingBytes        atomic.Int64
 	readRecs, readBytes atomic.Uint64
@@ -781,7 +781,7 @@ func (s *Shipper) prepare(ctx context.Context) error {
 		return fmt.Errorf("ship: topic %q: %w", s.o.Topic, td.Err)
 	}
 	s.nparts = int32(len(td.Partitions))
-	s.partsHdr = strconv.AppendInt(s.partsHdr[:0], int64(s.nparts), 10)
+	s.partsHdr = strconv.AppendInt(nil, int64(s.nparts), 10) // not the last Run's: its records may point to it
 	if s.nparts == 0 {
 		// A keyed shipper's partition is its key's hash modulo the count.
 		return fmt.Errorf("ship: topic %q on %v has no partitions (is it being created or deleted?)", s.o.Topic, s.o.Brokers)
