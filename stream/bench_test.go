@@ -62,3 +62,39 @@ func BenchmarkNextNack(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNextAck is a group member's loop: Next, then Ack, over records
+// published before the timer starts. It checks every record's sequence
+// number and length.
+func BenchmarkNextAck(b *testing.B) {
+	st := mustOpen(b, b.TempDir(), nil)
+	defer st.Close()
+	s, err := st.Create("s", nil)
+	noErr(b, err)
+	g, err := s.Group("g", &GroupOptions{AckWait: time.Hour})
+	noErr(b, err)
+	defer g.Close()
+	rec := make([]byte, 128)
+	for range b.N {
+		_, err := s.Publish(rec)
+		noErr(b, err)
+	}
+	ctx := context.Background()
+	buf := make([]byte, 0, 256)
+	b.SetBytes(int64(len(rec)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		m, err := g.Next(ctx, buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if m.Seq != uint64(i)+1 || len(m.Data) != len(rec) {
+			b.Fatalf("record %d: seq %d, %d bytes", i+1, m.Seq, len(m.Data))
+		}
+		if err := g.Ack(m.Seq); err != nil {
+			b.Fatal(err)
+		}
+		buf = m.Data[:0]
+	}
+}
