@@ -104,7 +104,9 @@ func TestTxnStatsLagBytesAfterAbort(t *testing.T) {
 	})
 	const n = 50
 	l := openLog(t, n)
-	s, err := NewKafka(l, txnOpts(c))
+	o := txnOpts(c)
+	o.CommitInterval = time.Minute // one transaction, committed as Run ends
+	s, err := NewKafka(l, o)
 	noErr(t, err)
 	defer s.Close()
 	if err := s.Run(context.Background()); err == nil {
