@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"math/bits"
 	"os"
@@ -565,7 +566,12 @@ func writeRunFile(dir, name string, v any) error {
 	// Synced and renamed into place, so that a run killed here, or a
 	// power cut, leaves it whole or absent.
 	path := filepath.Join(dir, name)
-	f, err := os.Create(path + ".tmp")
+	// Made anew, exclusively: a link left at the temporary name is
+	// removed, not followed to write over a file outside dir.
+	if err := os.Remove(path + ".tmp"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(path+".tmp", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}

@@ -95,3 +95,24 @@ func TestBrokerResumeMisuse(t *testing.T) {
 	// An infinite rate ran, then failed to encode the --json result.
 	expect(t, runInProcess("broker", "--records", "10", "--rate", "Inf", "--json"), exitUsage, "--rate must be finite")
 }
+
+// TestBrokerRunFileLink: a symbolic link at the temporary name broker
+// writes its run files through (broker.json.tmp, checkpoints.json.tmp) is
+// replaced, not followed: the file it points to, outside the run's
+// directory, is left as it was.
+func TestBrokerRunFileLink(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "b")
+	expect(t, runInProcess("broker", "--dir", dir, "--records", "200", "--streams", "2", "--publishers", "2", "--consumers", "2"), exitOK)
+	outside := filepath.Join(t.TempDir(), "outside")
+	keep := []byte("not the broker's\n")
+	writeFile(t, outside, keep)
+	for _, name := range []string{"broker.json.tmp", "checkpoints.json.tmp"} {
+		if err := os.Symlink(outside, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect(t, runInProcess("broker", "--dir", dir, "--resume", "--records", "200"), exitOK)
+	if got, err := os.ReadFile(outside); err != nil || string(got) != string(keep) {
+		t.Fatalf("%s after broker --resume: %q, %v; want %q", outside, got, err, keep)
+	}
+}
