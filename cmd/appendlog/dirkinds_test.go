@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/appendlog/appendlog/frame"
 	"github.com/appendlog/appendlog/wal"
 )
 
@@ -127,6 +128,21 @@ func TestDirectoryKinds(t *testing.T) {
 			stp(1, "tail -f {D}", "{D}: too many levels of symbolic links"),
 			stp(1, "shm verify {D}", "{D}", "too many levels of symbolic links"),
 		}, false},
+		{"segment-named-directory", func(t *testing.T, d string) {
+			smallLog(t, d, 50)
+			mkdir(t, filepath.Join(d, "00000000000000009999.seg"))
+		}, []step{
+			stp(1, "verify {D}", "{D}: 00000000000000009999.seg is named like a segment but is a directory"),
+			stp(1, "stat {D}", "{D}: 00000000000000009999.seg is named like a segment but is a directory"),
+			stp(1, "repair --force {D}", "{D}: 00000000000000009999.seg is named like a segment but is a directory"),
+			stp(1, "load --dir {D} --records 1", "open log: {D}: 00000000000000009999.seg is named like a segment"),
+		}, false},
+		{"damaged", func(t *testing.T, d string) {
+			smallLog(t, d, 50)
+			flipByte(t, filepath.Join(d, "00000000000000000001.seg"), frame.FileHeaderSize+frame.HeaderSize+1)
+		}, []step{
+			stp(0, "repair --force {D}", "The first damage found: corruption in 00000000000000000001.seg"),
+		}, false},
 		{"regular-file", func(t *testing.T, d string) { writeFile(t, d, []byte("not a log\n")) }, []step{
 			stp(1, "verify {D}", "{D}: not a directory"),
 			stp(1, "dump {D}", "{D}: not a directory"),
@@ -151,8 +167,11 @@ func TestDirectoryKinds(t *testing.T) {
 				checkNoCrash(t, r)
 				expect(t, r, st.code, want...)
 				checkOutputKind(t, r)
-				if st.code != 0 && strings.Contains(r.stderr, "wal:") {
+				if strings.Contains(r.stderr, "wal:") || strings.Contains(r.stdout, "wal:") {
 					t.Fatalf("the wal package's prefix reaches the user:\n%s", r)
+				}
+				if strings.Contains(r.stderr, d+": "+d+":") {
+					t.Fatalf("the directory is named twice:\n%s", r)
 				}
 			}
 			if _, err := os.Stat(filepath.Join(d, "LOCK")); tc.noLock && !errors.Is(err, fs.ErrNotExist) {

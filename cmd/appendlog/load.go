@@ -300,7 +300,7 @@ func setupLoad(cmd *cobra.Command, f *loadFlags) (_ *loadRun, err error) {
 	}()
 
 	if r.l, err = wal.Open(dir, opts); err != nil {
-		return nil, fmt.Errorf("open log: %w", err)
+		return nil, fmt.Errorf("open log: %w", unprefixed(err))
 	}
 	if rec := r.l.Recovery(); rec.Segments > 0 {
 		fmt.Fprintf(r.stderr, "appendlog load: %s\n", describeRecovery(rec))

@@ -68,7 +68,7 @@ func runRepair(stdout io.Writer, dir string, force bool) error {
 	}
 	fmt.Fprintf(stdout, "%s: repaired.\n", dir)
 	if rep.Corruption != nil {
-		fmt.Fprintf(stdout, "The first damage found: %v\n", rep.Corruption)
+		fmt.Fprintf(stdout, "The first damage found: %v\n", unprefixed(rep.Corruption))
 	}
 	for _, c := range rep.Cuts {
 		fmt.Fprintf(stdout, "Cut %d bytes from segment %s at byte offset %d; they are kept in %s.\n", c.Bytes, c.Segment, c.Offset, c.SideFile)

@@ -235,15 +235,26 @@ func describeVerifyError(dir string, err error) error {
 		return fmt.Errorf("%s: not an appendlog log: no segments and no appendlog LOCK file, but %s", dir, nl.Files())
 	}
 	// A log in use (wal.ErrInUse), or one that cannot be read: the wal
-	// package's message without its prefix.
-	return fmt.Errorf("%s: %s", dir, strings.TrimPrefix(err.Error(), "wal: "))
+	// package's message without its prefix, in front or around an error it
+	// quotes, nor the directory twice.
+	msg := stripWalPrefix(err.Error())
+	if strings.HasPrefix(msg, dir+": ") {
+		return errors.New(msg)
+	}
+	return fmt.Errorf("%s: %s", dir, msg)
 }
 
 // unprefixedError is an error from the wal package without its "wal: "
 // prefix, which the message's own prefix (the directory) replaces.
 type unprefixedError struct{ err error }
 
-func (e *unprefixedError) Error() string { return strings.TrimPrefix(e.err.Error(), "wal: ") }
+func (e *unprefixedError) Error() string { return stripWalPrefix(e.err.Error()) }
+
+// stripWalPrefix returns msg, a wal package error's message, without the
+// package's prefix, in front or before an error it quotes in parentheses.
+func stripWalPrefix(msg string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(msg, "wal: "), "(wal: ", "(")
+}
 func (e *unprefixedError) Unwrap() error { return e.err }
 
 // unprefixed returns err without the wal package's prefix in its message.
