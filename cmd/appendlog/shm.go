@@ -42,20 +42,23 @@ type shmFlags struct {
 // shmResult is the report of "appendlog shm load"; with --json it is the
 // last line of stdout.
 type shmResult struct {
-	Records          int64   `json:"records"` // intact records found
-	Processes        int     `json:"processes"`
-	Size             int     `json:"size"`
-	Seconds          float64 `json:"seconds"`
-	RecordsPerSec    float64 `json:"records_per_sec"`
-	BaselineSeconds  float64 `json:"baseline_seconds,omitempty"`
-	BaselinePerSec   float64 `json:"baseline_records_per_sec"`
-	Ratio            float64 `json:"ratio"`
-	Killed           int     `json:"killed"`
-	Lost             int64   `json:"lost"`
-	HolesPadded      uint64  `json:"holes_padded"`
-	Verified         bool    `json:"verified"`
-	VerifyError      string  `json:"verify_error,omitempty"`
-	BaselineVerified bool    `json:"baseline_verified"`
+	Records         int64   `json:"records"` // intact records found
+	Processes       int     `json:"processes"`
+	Size            int     `json:"size"`
+	Seconds         float64 `json:"seconds"`
+	RecordsPerSec   float64 `json:"records_per_sec"`
+	BaselineSeconds float64 `json:"baseline_seconds,omitempty"`
+	BaselinePerSec  float64 `json:"baseline_records_per_sec"`
+	Ratio           float64 `json:"ratio"`
+	Killed          int     `json:"killed"`
+	Lost            int64   `json:"lost"`
+	HolesPadded     uint64  `json:"holes_padded"`
+	Verified        bool    `json:"verified"`
+	VerifyError     string  `json:"verify_error,omitempty"`
+	// Error says why the run stopped before its end; empty when it
+	// completed.
+	Error            string `json:"error,omitempty"`
+	BaselineVerified bool   `json:"baseline_verified"`
 }
 
 func newShmCmd(started *bool) *cobra.Command {
@@ -206,9 +209,19 @@ func runShmLoad(stdout, stderr io.Writer, f shmFlags) error {
 		// first, which tests nothing.
 		victims[w] = rng.IntN(max(1, f.records/2))
 	}
+	// fail ends a run that started: with --json, the result so far, with
+	// the error, is still the last line of stdout.
+	fail := func(err error) error {
+		if f.json {
+			res.Error = err.Error()
+			b, _ := json.Marshal(res)
+			fmt.Fprintln(stdout, string(b))
+		}
+		return err
+	}
 	took, err := runWorkers(f, "shm", victims)
 	if err != nil {
-		return err
+		return fail(err)
 	}
 	res.Seconds = took.Seconds()
 	if f.damage {
@@ -232,16 +245,16 @@ func runShmLoad(stdout, stderr io.Writer, f shmFlags) error {
 		// one this run made; the workers only append to it.
 		bf, err := os.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
-			return fmt.Errorf("create the baseline file: %w", err)
+			return fail(fmt.Errorf("create the baseline file: %w", err))
 		}
 		if err := bf.Close(); err != nil {
 			os.Remove(base)
-			return fmt.Errorf("create the baseline file: %w", err)
+			return fail(fmt.Errorf("create the baseline file: %w", err))
 		}
 		btook, err := runWorkers(f, "baseline", nil)
 		if err != nil {
 			os.Remove(base)
-			return err
+			return fail(fmt.Errorf("baseline: %w", err))
 		}
 		res.BaselineSeconds = btook.Seconds()
 		res.BaselinePerSec = float64(f.processes) * float64(f.records) / res.BaselineSeconds

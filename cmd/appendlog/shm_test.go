@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/appendlog/appendlog/internal/payload"
 	"github.com/appendlog/appendlog/shmlog"
@@ -212,5 +215,61 @@ func TestShmLoadRefusesExisting(t *testing.T) {
 	}
 	if _, err := os.Lstat(target); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("shm load made %s through the link %s (%v)\n%s", target, link, err, r)
+	}
+}
+
+// TestShmLoadBaselineFailsJSON: a run whose baseline cannot start (here:
+// F.baseline made by someone else while the shared-memory phase ran)
+// fails naming it, leaves that file alone, and with --json still ends
+// stdout with the result as a JSON object, its error set, after the lines
+// the run printed.
+func TestShmLoadBaselineFailsJSON(t *testing.T) {
+	keep := []byte("made while shm load ran\n")
+	for records := 500_000; ; records *= 4 {
+		file := filepath.Join(t.TempDir(), "shm")
+		base := file + ".baseline"
+		cmd := exec.Command(cliPath, "shm", "load", "--file", file, "--processes", "2", "--records", strconv.Itoa(records), "--size", "64", "--json")
+		cmd.Env = cliEnv()
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The log file appears before its writers start.
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+			if _, err := os.Lstat(file); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("shm load made no %s within a minute\n%s", file, stderr.Bytes())
+			}
+		}
+		bf, err := os.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			_, err = bf.Write(keep)
+			err = errors.Join(err, bf.Close())
+		}
+		werr := cmd.Wait()
+		r := result{args: cmd.Args[1:], stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
+		checkNoCrash(t, r)
+		if errors.Is(err, fs.ErrExist) && records < 10_000_000 {
+			// The run reached its baseline first: again, longer.
+			expect(t, r, exitOK)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("make %s: %v (%v)\n%s", base, err, werr, r)
+		}
+		expect(t, r, exitFailure, "create the baseline file", base)
+		res := lastJSON(t, r)
+		if res.Error == "" || !strings.Contains(res.Error, base) || !res.Verified {
+			t.Fatalf("the JSON result %+v: want the shared-memory phase verified and the error naming %s\n%s", res, base, r)
+		}
+		if got, err := os.ReadFile(base); err != nil || !bytes.Equal(got, keep) {
+			t.Fatalf("%s after shm load: %q, %v; want %q", base, got, err, keep)
+		}
+		return
 	}
 }
