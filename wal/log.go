@@ -143,10 +143,6 @@ func Open(dir string, opts *Options) (*Log, error) {
 	l.initRetention()
 	w.seals = make(chan *sealJob, 1)
 	w.sealed = make(chan struct{})
-	// No spare segment yet: the first rotation creates one, and the sealer
-	// prepares each next one off the write path. Open and Close of a log
-	// that never rotates do no preallocation work for it.
-	go w.sealLoop()
 	l.eng, err = engine.New(engine.Config{
 		Size:          o.BufferSize,
 		FlushInterval: o.FlushInterval,
@@ -158,11 +154,19 @@ func Open(dir string, opts *Options) (*Log, error) {
 		Clock:         o.clock,
 	}, w)
 	if err != nil {
+		w.seals = nil // no sealer runs yet
 		w.closeFile(false)
 		l.segs.close()
 		lock.Close()
 		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
+	// No spare segment yet: the first rotation creates one, and the sealer
+	// prepares each next one off the write path. Open and Close of a log
+	// that never rotates do no preallocation work for it. The sealer starts
+	// once l.eng is set: after a seal it applies retention, which asks the
+	// engine whether the log failed. A rotation before it starts waits in
+	// w.seals.
+	go w.sealLoop()
 	l.startRetention()
 	return l, nil
 }
