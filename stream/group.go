@@ -593,15 +593,6 @@ func (g *Group) now() int64 { return int64(time.Since(g.epoch)) }
 // A record deleted by retention before it was delivered (Retention without
 // UntilAcked) is skipped and counted in GroupStats.Skipped.
 func (g *Group) Next(ctx context.Context, dst []byte) (Msg, error) {
-	m, err := g.next(ctx, dst)
-	if err != nil {
-		return m, g.settled(err)
-	}
-	return m, nil
-}
-
-// next is Next.
-func (g *Group) next(ctx context.Context, dst []byte) (Msg, error) {
 	if ctx == nil {
 		return Msg{}, fmt.Errorf("stream: group %q: Next: nil context", g.name)
 	}
@@ -612,17 +603,23 @@ func (g *Group) next(ctx context.Context, dst []byte) (Msg, error) {
 		g.mu.Lock()
 		if err := g.mu.closed; err != nil {
 			g.mu.Unlock()
-			return Msg{}, err
+			return Msg{}, g.settled(err)
 		}
 		if m, ok, err := g.redeliverLocked(dst); ok || err != nil {
 			g.mu.Unlock()
-			return m, err
+			if err != nil {
+				return m, g.settled(err)
+			}
+			return m, nil
 		}
 		if !g.mu.reading && g.mu.next-g.c.Committed() < uint64(g.opts.MaxAckPending) {
 			m, ok, err := g.readFresh(ctx, dst) // releases and retakes mu
 			if ok || err != nil {
 				g.mu.Unlock()
-				return m, err
+				if err != nil {
+					return m, g.settled(err)
+				}
+				return m, nil
 			}
 			g.mu.Unlock()
 			continue
