@@ -143,6 +143,27 @@ func TestDirectoryKinds(t *testing.T) {
 		}, []step{
 			stp(0, "repair --force {D}", "The first damage found: corruption in 00000000000000000001.seg"),
 		}, false},
+		// verify said of every gap that its cut bytes were in side files,
+		// also of a missing segment's, of which nothing was kept.
+		{"missing-segment", func(t *testing.T, d string) {
+			smallLog(t, d, 8000)
+			segs := segments(t, d)
+			if len(segs) < 3 {
+				t.Fatalf("%d segments, want at least 3", len(segs))
+			}
+			rm(t, filepath.Join(d, segs[1]))
+			os.Remove(filepath.Join(d, segs[1]+".idx"))
+		}, []step{
+			stp(0, "repair --force {D}", "Created 1 segment holding only the gap of a missing segment"),
+			stp(0, "verify {D}", "(no side file)."),
+		}, false},
+		{"damaged-then-repaired", func(t *testing.T, d string) {
+			smallLog(t, d, 50)
+			flipByte(t, filepath.Join(d, "00000000000000000001.seg"), frame.FileHeaderSize+frame.HeaderSize+1)
+		}, []step{
+			stp(0, "repair --force {D}", "kept in 00000000000000000001.seg.cut-"),
+			stp(0, "verify {D}", "(side file: 00000000000000000001.seg.cut-"),
+		}, false},
 		{"regular-file", func(t *testing.T, d string) { writeFile(t, d, []byte("not a log\n")) }, []step{
 			stp(1, "verify {D}", "{D}: not a directory"),
 			stp(1, "dump {D}", "{D}: not a directory"),

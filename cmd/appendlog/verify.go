@@ -110,22 +110,36 @@ func runVerify(stdout, stderr io.Writer, dir string, payloads bool) error {
 			" opening the log or running \"appendlog repair\" cuts it.", t.Bytes, t.Offset, t.Segment)
 	}
 	fmt.Fprintf(stdout, "%s: %s: %d %s, %s, %d bytes.%s%s%s\n",
-		dir, status, rep.Segments, plural(rep.Segments, "segment", "segments"), recs, rep.Bytes, describeGaps(rep.Gaps), torn, check)
+		dir, status, rep.Segments, plural(rep.Segments, "segment", "segments"), recs, rep.Bytes, describeGaps(dir, rep.Gaps), torn, check)
 	return nil
 }
 
-// describeGaps is a sentence naming every recorded gap, or "".
-func describeGaps(gaps []wal.GapError) string {
+// describeGaps is a sentence naming every recorded gap of the log in dir,
+// and the side files that keep the bytes cut there, or "".
+func describeGaps(dir string, gaps []wal.GapError) string {
 	if len(gaps) == 0 {
 		return ""
 	}
-	s := fmt.Sprintf(" It has %d recorded %s, records lost to damage and cut by \"appendlog repair --force\" (the cut bytes are in side files):",
+	s := fmt.Sprintf(" It has %d recorded %s, records lost to damage and cut by \"appendlog repair --force\":",
 		len(gaps), plural(len(gaps), "gap", "gaps"))
 	for i, g := range gaps {
 		if i > 0 {
 			s += ";"
 		}
 		s += fmt.Sprintf(" %s at byte offset %d of segment %s", g.Range(), g.Offset, g.Segment)
+		// The side files repair names NAME.cut-OFFSET, or NAME.cut-OFFSET-N
+		// when that name was taken. A gap of a missing segment has none.
+		cut := fmt.Sprintf("%s.cut-%d", g.Segment, g.Offset)
+		side, _ := filepath.Glob(filepath.Join(dir, cut))
+		more, _ := filepath.Glob(filepath.Join(dir, cut+"-*"))
+		if side = append(side, more...); len(side) == 0 {
+			s += " (no side file)"
+			continue
+		}
+		for j := range side {
+			side[j] = filepath.Base(side[j])
+		}
+		s += fmt.Sprintf(" (%s: %s)", plural(len(side), "side file", "side files"), strings.Join(side, ", "))
 	}
 	return s + "."
 }
