@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -319,7 +320,7 @@ func (l *Log) open() error {
 		if l.recovery.Damage == nil {
 			l.recovery.Damage = lost
 		}
-		removeTemps(l.path)
+		removeTemps(l.path, l.capacity, l.id)
 		l.hdr.waiters().Store(0)
 		// Recovery may move the tail back, so a slot's first word stored
 		// before it can lie past claims made since: a process of a binary
@@ -369,40 +370,79 @@ func (l *Log) lostActive() error {
 // killed before they linked them left beside the log at path: each is as
 // large as a whole file. No process is creating a file while the log is
 // open by no other: rolls are made by Logs with the log open, and an Open
-// makes file 0 only where there is none. Errors are ignored: a file left
-// is only space.
+// makes file 0 only where there is none. A file is removed only if it
+// holds what such a creator leaves (staleTemp): a name alone does not
+// tell, as P.tmp may be another log's file 0, or a copy someone is making.
+// Errors are ignored: a file left is only space.
 // REQUIRES: no other process has the log open; the exclusive lock of
 // path.lock.
-func removeTemps(path string) {
+func removeTemps(path string, capacity uint64, id uint32) {
 	dir, base := filepath.Dir(path), filepath.Base(path)+"."
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		if rest, ok := strings.CutPrefix(e.Name(), base); ok && isTemp(rest) {
-			os.Remove(filepath.Join(dir, e.Name()))
+		rest, ok := strings.CutPrefix(e.Name(), base)
+		if !ok {
+			continue
+		}
+		if idx, ok := isTemp(rest); ok {
+			name := filepath.Join(dir, e.Name())
+			if staleTemp(name, idx, capacity, id) {
+				os.Remove(name)
+			}
 		}
 	}
 }
 
 // isTemp reports whether rest, a name after "P.", is that of a temporary
-// file of createFile: [8 digits "."] pid "-" n ".tmp", or [8 digits "."]
-// "tmp", the one name each file had before, which a creator truncated and
-// reused then.
-func isTemp(rest string) bool {
-	if rest == "tmp" || len(rest) == 12 && digits(rest[:8]) && rest[8:] == ".tmp" {
-		return true
-	}
-	rest, ok := strings.CutSuffix(rest, ".tmp")
+// file of createFile, and for which file: [8 digits "."] pid "-" n ".tmp",
+// or [8 digits "."] "tmp", the one name each file had before, which a
+// creator truncated and reused then.
+func isTemp(rest string) (idx uint64, ok bool) {
+	rest, ok = strings.CutSuffix(rest, "tmp")
 	if !ok {
-		return false
+		return 0, false
 	}
-	if len(rest) > 9 && rest[8] == '.' && digits(rest[:8]) {
+	if len(rest) > 8 && rest[8] == '.' && digits(rest[:8]) {
+		idx, _ = strconv.ParseUint(rest[:8], 10, 64)
 		rest = rest[9:]
 	}
-	pid, n, ok := strings.Cut(rest, "-")
-	return ok && digits(pid) && digits(n)
+	if rest == "" {
+		return idx, true
+	}
+	rest, ok = strings.CutSuffix(rest, ".")
+	pid, n, cut := strings.Cut(rest, "-")
+	return idx, ok && cut && digits(pid) && digits(n)
+}
+
+// staleTemp reports whether name, a temporary file's name for file idx,
+// holds what a creator killed before linking it leaves: no more than a
+// whole file, with a first page of zeros (killed before writing the
+// header) or with the header of this log's file idx and nothing after it
+// on the page (never mapped: no tail, no slot taken).
+func staleTemp(name string, idx, capacity uint64, id uint32) bool {
+	f, err := os.Open(name)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > int64(_hdrSize+capacity) {
+		return false
+	}
+	b := make([]byte, _hdrSize)
+	n, err := f.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false
+	}
+	zero := func(b []byte) bool { return !slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) }
+	if zero(b[:n]) {
+		return true
+	}
+	p, err := decodeHeader(name, b[:n])
+	return err == nil && p.index == idx && p.capacity == capacity && sameLog(p.id, id) && zero(b[_offParCRC+4:])
 }
 
 func digits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }

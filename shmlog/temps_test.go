@@ -22,9 +22,26 @@ func TestStaleTemps(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	stale := []string{path + ".00000001.4242-0.tmp", path + ".17-3.tmp", path + ".tmp", path + ".00000002.tmp"}
+	// What a creator killed at each step leaves: an empty file, a
+	// preallocated one, and one with its header written.
+	header := func(idx uint64) []byte {
+		b := make([]byte, 1<<20)
+		shmlog.PutHeader(b, 1<<20-shmlog.HeaderSize, idx)
+		return b
+	}
+	stale := map[string][]byte{
+		path + ".00000001.4242-0.tmp": header(1),
+		path + ".17-3.tmp":            nil,
+		path + ".tmp":                 make([]byte, 1<<20),
+		path + ".00000002.tmp":        header(2),
+	}
 	kept := []string{path + ".backup.tmp", path + ".00000001.tmp.x", path + ".1-.tmp", path + "x.1-1.tmp", path + ".0000001.tmp"}
-	for _, n := range append(stale, kept...) {
+	for n, b := range stale {
+		if err := os.WriteFile(n, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range kept {
 		if err := os.WriteFile(n, []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +51,7 @@ func TestStaleTemps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	for _, n := range stale {
+	for n := range stale {
 		if _, err := os.Stat(n); err == nil {
 			t.Errorf("%s left", n)
 		}
@@ -44,4 +61,47 @@ func TestStaleTemps(t *testing.T) {
 			t.Errorf("%s: %v, want it kept", n, err)
 		}
 	}
+}
+
+// TestTempNameNotATemp: a file with a temporary file's name that does not
+// hold what a killed creator leaves is not removed by an Open alone: the
+// log P.tmp beside the log P (its file 0), or a file being copied to P.tmp.
+func TestTempNameNotATemp(t *testing.T) {
+	o := &shmlog.Options{MaxFileSize: 1 << 20}
+	t.Run("log", func(t *testing.T) {
+		path := logPath(t)
+		other, err := shmlog.Open(path+".tmp", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.Append([]byte("kept")); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Close(); err != nil {
+			t.Fatal(err)
+		}
+		l, err := shmlog.Open(path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		st, err := shmlog.Verify(path+".tmp", nil)
+		if err != nil || st.Records != 1 {
+			t.Fatalf("the log %s.tmp after an Open of %s: %+v, %v; want its 1 record", path, path, st, err)
+		}
+	})
+	t.Run("copy", func(t *testing.T) {
+		path := logPath(t)
+		if err := os.WriteFile(path+".tmp", []byte("a copy being made"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l, err := shmlog.Open(path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if b, err := os.ReadFile(path + ".tmp"); err != nil || string(b) != "a copy being made" {
+			t.Fatalf("%s.tmp after an Open of %s: %q, %v; want it kept", path, path, b, err)
+		}
+	})
 }
