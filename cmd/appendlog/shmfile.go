@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/appendlog/appendlog/frame"
@@ -58,6 +59,22 @@ func hasShmHeader(path string) bool {
 	return err == nil && h.Kind == frame.FileShm
 }
 
+// isWALSegment reports whether path is a regular file with the intact
+// header of a segment of a log directory (package wal).
+func isWALSegment(path string) bool {
+	f, _ := openRegular(path)
+	if f == nil {
+		return false
+	}
+	defer f.Close()
+	b, ok := readFileHeader(f)
+	if !ok {
+		return false
+	}
+	h, err := frame.DecodeFileHeader(b)
+	return err == nil && h.Kind == frame.FileWAL
+}
+
 // openRegular opens path if it is a regular file. ok reports whether it
 // is one; f is nil if it is not, or cannot be opened.
 func openRegular(path string) (f *os.File, ok bool) {
@@ -85,6 +102,10 @@ func readFileHeader(f *os.File) (b []byte, ok bool) {
 func runShmVerify(stdout io.Writer, path string) error {
 	if err := checkShmFile(path); err != nil {
 		return err
+	}
+	if isWALSegment(path) {
+		dir := filepath.Dir(path)
+		return fmt.Errorf("%s: a segment of the log directory %s, not a shared-memory log file: \"appendlog verify %s\" checks it", path, dir, dir)
 	}
 	st, err := shmlog.Verify(path, nil)
 	if err != nil {

@@ -110,6 +110,14 @@ func TestShmFileOtherKinds(t *testing.T) {
 			expect(t, runInProcess(cmd, file), 1, file+": not a directory")
 		}
 	}
+	// shm verify of a log's segment names its directory, where the
+	// message was shmlog's twice-prefixed "not a shared-memory log file:
+	// file kind wal".
+	r := runInProcess("shm", "verify", segs[0])
+	expect(t, r, 1, segs[0]+": a segment of the log directory "+d+", not a shared-memory log file", "appendlog verify "+d)
+	if strings.Contains(r.stderr, "shmlog:") {
+		t.Fatalf("the shmlog package's prefix reaches the user:\n%s", r)
+	}
 }
 
 // TestShmFileDamagedHeader: a shared-memory log whose header page is
