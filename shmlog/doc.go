@@ -78,8 +78,9 @@
 //     adds 1 to left; then rolls (5) and retries in file i+1.
 //  5. if o ≥ C: adds 1 to left and rolls: under an exclusive
 //     flock of P.lock, if active is still i, creates file i+1 (written to
-//     a temporary name of its own, preallocated, header filled, linked
-//     into place: a file of that name is never replaced, but kept)
+//     a temporary name of its own, preallocated, header filled and
+//     fdatasynced, linked into place: a file of that name is never
+//     replaced, but kept)
 //     and sets active to i+1; then maps file active and retries there.
 //     A Log whose P no longer names the file 0 it opened (the log was
 //     removed or replaced) fails instead: the files named P.%08d may be

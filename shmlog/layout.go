@@ -157,9 +157,12 @@ const (
 // replaces a file of that name: one there is kept (it returns nil), as a
 // process whose lock of path.lock did not exclude this one (path.lock was
 // removed while one held it) may have made it and appended to it since.
-// The directory entry is made durable by the next Log.Sync.
+// The header is made durable (sync, fdatasync(2)) before the file is
+// linked: page writeback keeps no order, and a power cut that kept the
+// name but not the header page would leave a file no Open, roll or Reader
+// can map. The directory entry is made durable by the next Log.Sync.
 // REQUIRES: the caller holds the exclusive lock of path.lock.
-func createFile(path string, p params, perm os.FileMode) error {
+func createFile(path string, p params, perm os.FileMode, sync func(*os.File) error) error {
 	name := fileName(path, p.index)
 	var (
 		tmp string
@@ -190,6 +193,9 @@ func createFile(path string, p params, perm os.FileMode) error {
 	putHeader(b, p)
 	if _, err := f.WriteAt(b, 0); err != nil {
 		return fail(err)
+	}
+	if err := sync(f); err != nil {
+		return fail(fmt.Errorf("shmlog: sync %s: %w", tmp, err))
 	}
 	if err := f.Close(); err != nil {
 		return err

@@ -286,7 +286,7 @@ func (l *Log) open() error {
 		} else if name != "" {
 			return fmt.Errorf("shmlog: open: %s does not exist but %s does: it is left of a log whose file 0 was removed; remove the log's other files to make a new log at %s", l.path, name, l.path)
 		}
-		if err := createFile(l.path, params{capacity: uint64(l.o.MaxFileSize - _hdrSize), id: newLogID()}, l.o.Perm); err != nil {
+		if err := createFile(l.path, params{capacity: uint64(l.o.MaxFileSize - _hdrSize), id: newLogID()}, l.o.Perm, l.fdatasync); err != nil {
 			return err
 		}
 	}
@@ -959,7 +959,7 @@ func (l *Log) roll(idx uint64) error {
 			if l.beforeCreate != nil {
 				l.beforeCreate()
 			}
-			if err := createFile(l.path, params{capacity: l.capacity, index: idx + 1, id: l.id}, l.o.Perm); err != nil {
+			if err := createFile(l.path, params{capacity: l.capacity, index: idx + 1, id: l.id}, l.o.Perm, l.fdatasync); err != nil {
 				return fmt.Errorf("shmlog: roll to file %d: %w", idx+1, err)
 			}
 		}
