@@ -123,8 +123,16 @@ func recoverLog(fsys vfs.FS, dir string, o *Options) (*segWriter, Recovery, erro
 	// does a new segment that recoverTail did not adopt: the segment
 	// before it did not end in its footer (a power cut took records
 	// before the footer, none of them durable), so the new one's records
-	// do not follow it.
-	if err := fsys.Remove(filepath.Join(dir, spareName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// do not follow it. The removal is made durable before any record
+	// is appended: a power cut must not bring the file back, after a
+	// seal of the tail made its footer name the same next record, for
+	// the next Open to adopt records that never followed it.
+	if err := fsys.Remove(filepath.Join(dir, spareName)); err == nil {
+		if err := fsys.SyncDir(dir); err != nil {
+			w.closeFile(false)
+			return nil, rec, fmt.Errorf("wal: remove %s: sync directory: %w", spareName, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		w.closeFile(false)
 		return nil, rec, fmt.Errorf("wal: remove %s: %w", spareName, err)
 	}
