@@ -45,23 +45,15 @@ func isShmFile(path string) bool {
 
 // hasShmHeader reports whether path is a regular file with the intact
 // header of a shared-memory log file.
-func hasShmHeader(path string) bool {
-	f, _ := openRegular(path)
-	if f == nil {
-		return false
-	}
-	defer f.Close()
-	b, ok := readFileHeader(f)
-	if !ok {
-		return false
-	}
-	h, err := frame.DecodeFileHeader(b)
-	return err == nil && h.Kind == frame.FileShm
-}
+func hasShmHeader(path string) bool { return hasFileHeader(path, frame.FileShm) }
 
 // isWALSegment reports whether path is a regular file with the intact
 // header of a segment of a log directory (package wal).
-func isWALSegment(path string) bool {
+func isWALSegment(path string) bool { return hasFileHeader(path, frame.FileWAL) }
+
+// hasFileHeader reports whether path is a regular file with an intact file
+// header of kind k.
+func hasFileHeader(path string, k frame.FileKind) bool {
 	f, _ := openRegular(path)
 	if f == nil {
 		return false
@@ -72,7 +64,7 @@ func isWALSegment(path string) bool {
 		return false
 	}
 	h, err := frame.DecodeFileHeader(b)
-	return err == nil && h.Kind == frame.FileWAL
+	return err == nil && h.Kind == k
 }
 
 // openRegular opens path if it is a regular file. ok reports whether it
