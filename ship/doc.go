@@ -56,12 +56,17 @@
 // (KafkaOptions.Key): a record's partition is its key's hash modulo the
 // count, so a record sent again may go to another partition than the
 // first time, and a partition's last record no longer tells whether it is
-// there. A partition whose last record was sent with another count
-// (HeaderPartitions), or by a keyed shipper to one that is not keyed,
-// makes the shipper skip nothing for it: the records for it from the
-// cursor on are sent again. (Records of a shipper older
-// than HeaderPartitions carry no count: a count changed after them may
-// then lose records Kafka did not take.) For the same reason Key must
+// there. A partition whose last record was not sent as the shipper
+// sends makes it skip nothing for it: the records for it from the cursor
+// on are sent again. For a keyed shipper that is a last record without
+// the topic's count as HeaderPartitions (sent with another count, by a
+// shipper that is not keyed, or by a keyed one older than
+// HeaderPartitions: its first run after an upgrade sends some records
+// again); for one that is not keyed, a keyed shipper's (HeaderPartitions,
+// or a key). (An older keyed shipper's record without a key, its Key
+// returning nil, cannot be told from one that is not keyed: a shipper
+// that is not keyed may then skip records that keyed one gave up on, as
+// shipped.) For the same reason Key must
 // give a record the same key from run to run. Two shippers of one log at
 // once are two writers: a second one on the same cursor (or the same
 // stream group, in this process) is refused, but one on another cursor

@@ -840,14 +840,18 @@ func (s *Shipper) prepare(ctx context.Context) error {
 		return err
 	}
 	for p, r := range lastRec {
-		n, keyed := partitionsOf(r)
-		if s.o.Key == nil && keyed || s.o.Key != nil && keyed && n != int64(s.nparts) {
+		n, counted := partitionsOf(r)
+		// A keyed shipper older than HeaderPartitions sent a key and no
+		// count.
+		keyed := counted || len(r.Key) > 0
+		if s.o.Key == nil && keyed || s.o.Key != nil && n != int64(s.nparts) {
 			// r was sent by a keyed shipper, and this one is not, or
-			// with another partition count: a record sent then that
-			// Kafka did not take may go to p now, below r, and would be
-			// skipped as shipped. Skip nothing by r: the records for p
-			// are sent again (at least once). A last record sent as this
-			// shipper sends still says that every record for its
+			// with another partition count, or one r does not tell (no
+			// HeaderPartitions, or one that is no count): a record sent
+			// then that Kafka did not take may go to p now, below r, and
+			// would be skipped as shipped. Skip nothing by r: the records
+			// for p are sent again (at least once). A last record sent as
+			// this shipper sends still says that every record for its
 			// partition up to it is there: the run that sent it sent
 			// those from its cursor on, in order, and those below its
 			// cursor were acked.
@@ -858,12 +862,16 @@ func (s *Shipper) prepare(ctx context.Context) error {
 }
 
 // partitionsOf returns the partition count in r's HeaderPartitions, and
-// false if it has none.
+// false if it has none; -1 for a value that is no count (not a writer of
+// this package's), which matches no topic's.
 func partitionsOf(r *kgo.Record) (int64, bool) {
 	for _, h := range r.Headers {
 		if h.Key == HeaderPartitions {
 			n, err := strconv.ParseInt(string(h.Value), 10, 32)
-			return n, err == nil
+			if err != nil || n <= 0 {
+				return -1, true
+			}
+			return n, true
 		}
 	}
 	return 0, false
