@@ -105,3 +105,47 @@ func TestTempNameNotATemp(t *testing.T) {
 		}
 	})
 }
+
+// TestTempsKeptWhileOpen: temporary files are removed only by an Open
+// that finds the log open by no other Log or Reader (the exclusive flock
+// of file 0): one that a live process is making is never removed.
+func TestTempsKeptWhileOpen(t *testing.T) {
+	path := logPath(t)
+	o := &shmlog.Options{MaxFileSize: 1 << 20}
+	l, err := shmlog.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := path + ".00000001.4242-0.tmp"
+	if err := os.WriteFile(tmp, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := shmlog.OpenReader(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = shmlog.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); err != nil {
+		t.Fatalf("%s removed by an Open while a Reader had the log open: %v", tmp, err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = shmlog.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := os.Stat(tmp); err == nil {
+		t.Fatalf("%s left by an Open alone", tmp)
+	}
+}
