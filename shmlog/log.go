@@ -708,6 +708,22 @@ func mapFile(path string, idx, capacity uint64, id uint32, extend bool) (*mfile,
 	if t := min(binary.LittleEndian.Uint64(tb[:]), capacity); int64(_hdrSize+t) > size {
 		return nil, corrupt(name, size, fmt.Errorf("%w: %d bytes, but %d bytes of data were claimed", ErrTruncated, size, t))
 	}
+	// The header is checked before the file is preallocated: a file
+	// refused (another log's, or of another size) is left as it was.
+	page := make([]byte, _hdrSize)
+	if _, err := f.ReadAt(page, 0); err != nil {
+		return nil, fmt.Errorf("shmlog: read %s: %w", name, err)
+	}
+	p, err := decodeHeader(name, page)
+	if err == nil && (p.index != idx || p.capacity != capacity) {
+		err = corrupt(name, _offIndex, fmt.Errorf("%w: file %d of %d data bytes where file %d of %d was due", ErrHeader, p.index, p.capacity, idx, capacity))
+	}
+	if err == nil && !sameLog(p.id, id) {
+		err = corrupt(name, _offLogID, fmt.Errorf("%w: a file of another log (log id %#x; file 0's is %#x)", ErrHeader, p.id, id))
+	}
+	if err != nil {
+		return nil, err
+	}
 	backed := min(size, full)
 	if size < full && extend {
 		if err := sys.Fallocate(f, 0, full); err != nil {
@@ -717,17 +733,6 @@ func mapFile(path string, idx, capacity uint64, id uint32, extend bool) (*mfile,
 	}
 	m, err := sys.Mmap(f, 0, int(full), true)
 	if err != nil {
-		return nil, err
-	}
-	p, err := decodeHeader(name, m)
-	if err == nil && (p.index != idx || p.capacity != capacity) {
-		err = corrupt(name, _offIndex, fmt.Errorf("%w: file %d of %d data bytes where file %d of %d was due", ErrHeader, p.index, p.capacity, idx, capacity))
-	}
-	if err == nil && !sameLog(p.id, id) {
-		err = corrupt(name, _offLogID, fmt.Errorf("%w: a file of another log (log id %#x; file 0's is %#x)", ErrHeader, p.id, id))
-	}
-	if err != nil {
-		sys.Munmap(m)
 		return nil, err
 	}
 	mf := &mfile{idx: idx, name: name, m: m, tail: sys.Uint64At(m, _offTail), trimmed: size < full, size: backed, id: fi}
