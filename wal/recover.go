@@ -301,6 +301,12 @@ func adoptSpare(fsys vfs.FS, dir string, next uint64, ids *logIDs) (bool, error)
 		return false, fmt.Errorf("wal: open %s: %w", spareName, err)
 	}
 	h, _, herr := readHeader(f)
+	if _, ok := errors.AsType[*fs.PathError](herr); ok {
+		// Not read, so not known to be a spare: removing it could lose
+		// the records in it.
+		f.Close()
+		return false, fmt.Errorf("wal: read header of %s: %w", spareName, herr)
+	}
 	if herr != nil || h.FirstSeq != next || !h.Log.Matches(ids.id) {
 		f.Close()
 		return false, nil // a spare prepared for a rotation, or not the next segment
