@@ -389,7 +389,7 @@ func removeTemps(path string, capacity uint64, id uint32) {
 		}
 		if idx, ok := isTemp(rest); ok {
 			name := filepath.Join(dir, e.Name())
-			if staleTemp(name, idx, capacity, id) {
+			if staleTemp(name, fileName(path, idx), idx, capacity, id) {
 				os.Remove(name)
 			}
 		}
@@ -417,19 +417,27 @@ func isTemp(rest string) (idx uint64, ok bool) {
 	return idx, ok && cut && digits(pid) && digits(n)
 }
 
-// staleTemp reports whether name, a temporary file's name for file idx,
-// holds what a creator killed before linking it leaves: no more than a
-// whole file, with a first page of zeros (killed before writing the
-// header) or with the header of this log's file idx and nothing after it
-// on the page (never mapped: no tail, no slot taken).
-func staleTemp(name string, idx, capacity uint64, id uint32) bool {
+// staleTemp reports whether name, a temporary file's name for file idx
+// (named final once linked), holds what a creator killed before linking
+// it leaves: no more than a whole file, with a first page of zeros (killed
+// before writing the header) or with the header of this log's file idx
+// and nothing after it on the page (never mapped: no tail, no slot
+// taken); or is final itself, a creator killed between the link and the
+// removal of the temporary name.
+func staleTemp(name, final string, idx, capacity uint64, id uint32) bool {
 	f, err := os.Open(name)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > int64(_hdrSize+capacity) {
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	if ffi, err := os.Stat(final); err == nil && os.SameFile(fi, ffi) {
+		return true
+	}
+	if fi.Size() > int64(_hdrSize+capacity) {
 		return false
 	}
 	b := make([]byte, _hdrSize)

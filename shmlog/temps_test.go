@@ -149,3 +149,42 @@ func TestTempsKeptWhileOpen(t *testing.T) {
 		t.Fatalf("%s left by an Open alone", tmp)
 	}
 }
+
+// TestTempLinkedLeft: a creator killed between linking its file into
+// place and removing the temporary name leaves a second name of a file of
+// the log, which may hold records since. An Open alone removes that name
+// (the space stays held by it after the log's files are removed) and
+// keeps the file.
+func TestTempLinkedLeft(t *testing.T) {
+	path := logPath(t)
+	o := &shmlog.Options{MaxFileSize: 8192}
+	l, err := shmlog.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for l.Stats().ActiveFile == 0 {
+		if _, err := l.Append([]byte("r")); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tmp := path + ".00000001.4242-0.tmp"
+	if err := os.Link(path+".00000001", tmp); err != nil {
+		t.Fatal(err)
+	}
+	l, err = shmlog.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := os.Stat(tmp); err == nil {
+		t.Errorf("%s, a second name of file 1, left by an Open alone", tmp)
+	}
+	if st, err := shmlog.Verify(path, nil); err != nil || st.Records != uint64(n) {
+		t.Fatalf("Verify: %+v, %v; want %d records", st, err, n)
+	}
+}
