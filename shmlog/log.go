@@ -261,7 +261,7 @@ func Open(path string, o *Options) (*Log, error) {
 
 func (l *Log) open() error {
 	// Refuse a path that is not a log before creating PATH.lock beside
-	// it. File 0 is created whole (renamed into place) and its header
+	// it. File 0 is created whole (linked into place) and its header
 	// page never changes, so what this finds holds under the lock too.
 	// (O_RDWR, as joinFile0 opens it: opening a FIFO so does not block.)
 	if f, err := os.OpenFile(l.path, os.O_RDWR, 0); err == nil {
