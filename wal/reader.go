@@ -220,7 +220,12 @@ func (r *Reader) Next() bool {
 				r.footerAt = off
 				r.endSegment(nil)
 				if r.spare && !r.done {
-					if s, ok := r.unnamedNext(); ok {
+					s, ok, err := r.unnamedNext()
+					if err != nil {
+						r.finish(err)
+						return false
+					}
+					if ok {
 						r.unnamed = &unnamedSeg{prev: r.cur, footerAt: off, next: s}
 						r.segs = append(slices.Clip(r.segs), s)
 					}
@@ -410,18 +415,22 @@ type unnamedSeg struct {
 // segment, which ended in its footer before record r.expect, if the
 // writer had not named it yet: the file under spareName with a header
 // of the log (rotate writes it, createSpare never does) whose first
-// record is r.expect.
-func (r *Reader) unnamedNext() (segInfo, bool) {
+// record is r.expect. A header that could not be read is an error, as
+// for Open (see adoptSpare).
+func (r *Reader) unnamedNext() (segInfo, bool, error) {
 	f, err := r.fsys.OpenRegular(filepath.Join(r.dir, spareName), os.O_RDONLY, 0)
 	if err != nil {
-		return segInfo{}, false
+		return segInfo{}, false, nil
 	}
 	h, _, err := readHeader(f)
 	f.Close()
-	if err != nil || h.FirstSeq != r.expect || !h.Log.Matches(r.ids.id) {
-		return segInfo{}, false
+	if _, ok := errors.AsType[*fs.PathError](err); ok {
+		return segInfo{}, false, fmt.Errorf("wal: read header of %s: %w", spareName, err)
 	}
-	return segInfo{name: segmentName(r.expect), firstSeq: r.expect, file: spareName}, true
+	if err != nil || h.FirstSeq != r.expect || !h.Log.Matches(r.ids.id) {
+		return segInfo{}, false, nil
+	}
+	return segInfo{name: segmentName(r.expect), firstSeq: r.expect, file: spareName}, true, nil
 }
 
 // openFile opens segment s for reading. A segment under spareName that

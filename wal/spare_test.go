@@ -106,7 +106,11 @@ func TestRemovedSpareStaysRemoved(t *testing.T) {
 	if seq := appendFlush(l2, 2); seq != next-1 {
 		t.Fatalf("appended %d, want %d", seq, next-1)
 	}
-	<-cutDone
+	select {
+	case <-cutDone:
+	case <-time.After(time.Minute):
+		t.Fatal("the record did not fill the segment: no seal synced the directory")
+	}
 	l2.Close() // on a file system the power cut stopped
 
 	o3 := opts
@@ -455,5 +459,31 @@ func TestSpareReadErrorKeepsIt(t *testing.T) {
 	noErr(t, l.Close())
 	if got != end {
 		t.Fatalf("after an Open that could not read %s the log ends before %d, want %d: its records were removed", spareName, got, end)
+	}
+}
+
+// TestSpareReadErrorVerify: Verify and OpenReader report an I/O error
+// reading the header of the new segment under spareName, as Open does
+// (TestSpareReadErrorKeepsIt), rather than end the log before it.
+func TestSpareReadErrorVerify(t *testing.T) {
+	const dir = "/log"
+	killed, next, _ := killedDuringSeal(t, 8)
+	fsys := vfs.WithFaults(killed, func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if op == vfs.OpRead && strings.HasSuffix(name, spareName) {
+			return 0, errors.New("input/output error")
+		}
+		return n, nil
+	})
+	rep, err := Verify(dir, &Options{fsys: fsys})
+	if err == nil || !strings.Contains(err.Error(), spareName) {
+		t.Fatalf("Verify with %s unreadable: %+v, %v; want an error naming it", spareName, rep, err)
+	}
+	r, err := OpenReader(dir, next-1, &Options{fsys: fsys})
+	noErr(t, err)
+	defer r.Close()
+	for r.Next() {
+	}
+	if err := r.Err(); err == nil || !strings.Contains(err.Error(), spareName) {
+		t.Fatalf("OpenReader with %s unreadable: stopped before %d with %v; want an error naming it", spareName, r.NextSeq(), err)
 	}
 }
