@@ -487,3 +487,24 @@ func TestSpareReadErrorVerify(t *testing.T) {
 		t.Fatalf("OpenReader with %s unreadable: stopped before %d with %v; want an error naming it", spareName, r.NextSeq(), err)
 	}
 }
+
+// TestRepairNameSpareError: Repair's error when it cannot name the new
+// segment under spareName names both files, with the package's prefix
+// once.
+func TestRepairNameSpareError(t *testing.T) {
+	const dir = "/log"
+	killed, next, _ := killedDuringSeal(t, 8)
+	fsys := vfs.WithFaults(killed, func(op vfs.Op, name string, off int64, n int) (int, error) {
+		if op == vfs.OpRename && strings.HasSuffix(name, spareName) {
+			return 0, errors.New("no space left on device")
+		}
+		return n, nil
+	})
+	_, err := Repair(dir, false, &Options{fsys: fsys})
+	if err == nil {
+		t.Fatal("Repair named the new segment though its rename failed")
+	}
+	if msg := err.Error(); strings.Count(msg, "wal: ") != 1 || !strings.Contains(msg, spareName) || !strings.Contains(msg, segmentName(next)) || !strings.Contains(msg, "no space left on device") {
+		t.Fatalf("Repair: %q, want the wal prefix once, both names and the cause", msg)
+	}
+}

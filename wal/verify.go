@@ -213,10 +213,8 @@ func nameUnnamed(o *Options, dir string, u *unnamedSeg, id frame.LogID) error {
 	if err != nil {
 		return fmt.Errorf("wal: repair: finish seal of %s: %w", u.prev.name, err)
 	}
-	if _, err := adoptSpare(o.fsys, dir, u.next.firstSeq, &logIDs{id: id}); err != nil {
-		return fmt.Errorf("wal: repair: %w", err)
-	}
-	return nil
+	_, err = adoptSpare(o.fsys, dir, u.next.firstSeq, &logIDs{id: id})
+	return err // names both files, with the package's prefix
 }
 
 // cutSegment copies [at, end) of the tail segment into a side file,
