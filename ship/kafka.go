@@ -818,8 +818,8 @@ func (s *Shipper) prepare(ctx context.Context) error {
 	end, from := s.in.end(), s.in.committed()
 	for p, seq := range s.last {
 		if seq >= end {
-			return fmt.Errorf("ship: the last record of %s/%d is record %d of source %q, but %s ends before it (its next record is %d): either it is another log with the same Source (a log made anew in the same directory: give it a Source of its own), or it lost records Kafka holds; nothing was sent",
-				s.o.Topic, p, seq, s.o.Source, s.in.name(), end)
+			return fmt.Errorf("ship: the last record of %s/%d (offset %d) is record %d of source %q, but %s ends before it (its next record is %d): either it is another log with the same Source (a log made anew in the same directory: give it a Source of its own), or it lost records Kafka holds; nothing was sent",
+				s.o.Topic, p, lastRec[p].Offset, seq, s.o.Source, s.in.name(), end)
 		}
 		if seq < from {
 			continue // the records up to it are not read again
@@ -829,11 +829,11 @@ func (s *Shipper) prepare(ctx context.Context) error {
 			ok, err = false, nil // deleted since: nothing to compare with
 		}
 		if err != nil {
-			return fmt.Errorf("ship: read record %d of %s to compare it with the last record of %s/%d: %w", seq, s.in.name(), s.o.Topic, p, err)
+			return fmt.Errorf("ship: read record %d of %s to compare it with the last record of %s/%d (offset %d): %w", seq, s.in.name(), s.o.Topic, p, lastRec[p].Offset, err)
 		}
 		if ok && !bytes.Equal(rec, lastRec[p].Value) {
-			return fmt.Errorf("ship: the last record of %s/%d is record %d of source %q, and record %d of %s is not the same: it is another log with the same Source (a log made anew in the same directory: give it a Source of its own); nothing was sent",
-				s.o.Topic, p, seq, s.o.Source, seq, s.in.name())
+			return fmt.Errorf("ship: the last record of %s/%d (offset %d) is record %d of source %q, and record %d of %s is not the same: it is another log with the same Source (a log made anew in the same directory: give it a Source of its own); nothing was sent",
+				s.o.Topic, p, lastRec[p].Offset, seq, s.o.Source, seq, s.in.name())
 		}
 	}
 	if err := s.checkDeleted(parts, from); err != nil {
@@ -1084,7 +1084,7 @@ func (s *Shipper) readBack(ctx context.Context, adm *kadm.Client, at map[int32]i
 					}, rp, kgo.DefaultDecompressor(), nil)
 					if fp.Err != nil {
 						if !kerr.IsRetriable(fp.Err) {
-							return nil, fmt.Errorf("ship: read back %s/%d: %w", s.o.Topic, p, fp.Err)
+							return nil, fmt.Errorf("ship: read back %s/%d from offset %d: %w", s.o.Topic, p, from, fp.Err)
 						}
 						lastErr = fp.Err
 						continue
@@ -1245,8 +1245,8 @@ func (s *Shipper) ship(ctx, prodCtx context.Context) error {
 			size += len(HeaderPartitions) + len(s.partsHdr)
 		}
 		if size > s.maxRecord {
-			return fmt.Errorf("%w: record %d of %s is %d bytes with its key and headers, and the topic %q takes at most %d (max.message.bytes, and the client's ProducerBatchMaxBytes and KafkaOptions.MaxInFlightBytes, less %d bytes of batch overhead): neither it nor anything after it was sent; raise those limits to ship it",
-				ErrRecordTooLarge, seq, s.in.name(), size, s.o.Topic, s.maxRecord, _recordOverhead)
+			return fmt.Errorf("%w: record %d of %s, for %s/%d, is %d bytes with its key and headers, and the topic %q takes at most %d (max.message.bytes, and the client's ProducerBatchMaxBytes and KafkaOptions.MaxInFlightBytes, less %d bytes of batch overhead): neither it nor anything after it was sent; raise those limits to ship it",
+				ErrRecordTooLarge, seq, s.in.name(), s.o.Topic, p, size, s.o.Topic, s.maxRecord, _recordOverhead)
 		}
 		o := &s.out[seq&s.outMask]
 		o.val = append(o.val[:0], rec...)
@@ -1430,7 +1430,7 @@ func (s *Shipper) acked(r *kgo.Record, err error) {
 		}
 		s.prodErrs.Add(1)
 		s.failOnce.Do(func() {
-			s.failErr = fmt.Errorf("ship: Kafka refused record %d of %s: %w", seq, s.in.name(), err)
+			s.failErr = fmt.Errorf("ship: Kafka refused record %d of %s, sent to %s/%d: %w", seq, s.in.name(), r.Topic, r.Partition, err)
 			if errors.Is(err, kerr.OutOfOrderSequenceNumber) || errors.Is(err, kerr.UnknownProducerID) {
 				s.failErr = fmt.Errorf("ship: Kafka refused record %d of %s: it no longer holds records this shipper wrote to %s/%d before it (an unclean leader election, a replica that lost its data): records below the cursor %q (at %d) may be missing from the topic: %w",
 					seq, s.in.name(), s.o.Topic, r.Partition, s.o.Cursor, s.in.committed(), err)
