@@ -1,6 +1,7 @@
 package ship
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -91,5 +92,50 @@ func TestShipGroupOtherMemberAckedIsLoud(t *testing.T) {
 	err = sh.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "record 21 of stream orders went to another member of group ship-kafka") {
 		t.Fatalf("Run after another member took record 21: %v (%+v)", err, sh.Stats())
+	}
+}
+
+// TestShipGroupOtherMemberAckedDeletedIsLoud: as
+// TestShipGroupOtherMemberAckedIsLoud, the other member taking and acking
+// every record after the last the shipper read, and the stream, kept
+// UntilAcked, deleting them once acked: the shipper, which cannot find
+// them to name them (held), still fails the next Run, sending nothing:
+// the read-back says Kafka holds records up to 20 and the stream no
+// longer holds those after (checkDeleted).
+func TestShipGroupOtherMemberAckedDeletedIsLoud(t *testing.T) {
+	c := cluster(t, 1)
+	st, err := stream.Open(t.TempDir(), nil)
+	noErr(t, err)
+	defer st.Close()
+	s, err := st.Create("orders", &stream.Config{SegmentSize: 64 << 10, Retention: stream.Retention{UntilAcked: true}})
+	noErr(t, err)
+	const n = 20
+	for seq := uint64(1); seq <= n; seq++ {
+		_, err := s.Publish(record(seq))
+		noErr(t, err)
+	}
+	sh, err := NewKafkaFromGroup(s, &KafkaOptions{Brokers: c.ListenAddrs(), Topic: "t", ConnectTimeout: 5 * time.Second})
+	noErr(t, err)
+	defer sh.Close()
+	noErr(t, sh.Run(context.Background()))
+	rec := bytes.Repeat([]byte{'r'}, 1000)
+	for range 300 {
+		_, err := s.Publish(rec)
+		noErr(t, err)
+	}
+	g, err := s.Group(DefaultCursor, nil)
+	noErr(t, err)
+	for range 300 {
+		m, err := g.Next(context.Background(), nil)
+		noErr(t, err)
+		noErr(t, g.Ack(m.Seq))
+	}
+	waitFor(t, "the stream to delete the records the other member acked", func() bool {
+		noErr(t, g.Checkpoint())
+		return s.Stats().FirstSeq > n+1
+	})
+	err = sh.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "no longer holds records 21 to") || sh.Stats().Shipped != n {
+		t.Fatalf("Run after another member took records %d to %d, deleted since: %v (%+v)", n+1, n+300, err, sh.Stats())
 	}
 }
