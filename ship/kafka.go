@@ -836,7 +836,7 @@ func (s *Shipper) prepare(ctx context.Context) error {
 				s.o.Topic, p, lastRec[p].Offset, seq, s.o.Source, seq, s.in.name())
 		}
 	}
-	if err := s.checkDeleted(parts, from); err != nil {
+	if err := s.checkDeleted(parts, from, lastRec); err != nil {
 		return err
 	}
 	for p, r := range lastRec {
@@ -878,19 +878,23 @@ func partitionsOf(r *kgo.Record) (int64, bool) {
 }
 
 // checkDeleted refuses to ship when the records after the last one Kafka
-// holds of this source (s.last, over parts), up to from, where the source
+// holds of this source (s.last, over parts; the records lastRec), up to
+// from, where the source
 // reads from, are no longer in the source: they were deleted before they
 // were shipped (the shipper's cursor deleted or new, then retention or
 // TruncateFront), and shipping from from would leave them out in silence.
 // A partition whose last record is another writer's says nothing of what
 // of ours is there, and then neither does this check.
-func (s *Shipper) checkDeleted(parts []int32, from uint64) error {
+func (s *Shipper) checkDeleted(parts []int32, from uint64, lastRec map[int32]*kgo.Record) error {
 	if len(s.last) == 0 || len(s.last) < len(parts) {
 		return nil
 	}
 	var top uint64 // no record after it is in any partition
-	for _, seq := range s.last {
-		top = max(top, seq)
+	var at *kgo.Record
+	for p, seq := range s.last {
+		if at == nil || seq > top {
+			top, at = seq, lastRec[p]
+		}
 	}
 	if top+1 >= from {
 		return nil
@@ -903,8 +907,8 @@ func (s *Shipper) checkDeleted(parts []int32, from uint64) error {
 	if te, ok := errors.AsType[*wal.TruncatedError](err); ok && te.First > top+1 {
 		upTo = min(upTo, te.First-1)
 	}
-	return fmt.Errorf("ship: the last record of source %q in topic %q is record %d, and %s no longer holds records %d to %d: they were deleted before they were shipped (or Kafka lost them), and the shipper's cursor %q starts after them at %d; nothing was sent: %w",
-		s.o.Source, s.o.Topic, top, s.in.name(), top+1, upTo, s.o.Cursor, from, err)
+	return fmt.Errorf("ship: the last record of source %q in topic %q is record %d (%s/%d, offset %d), and %s no longer holds records %d to %d: they were deleted before they were shipped (or Kafka lost them), and the shipper's cursor %q starts after them at %d; nothing was sent: %w",
+		s.o.Source, s.o.Topic, top, at.Topic, at.Partition, at.Offset, s.in.name(), top+1, upTo, s.o.Cursor, from, err)
 }
 
 // _recordOverhead bounds what a record adds to its size in a batch of its
