@@ -824,7 +824,7 @@ func (s *Shipper) prepare(ctx context.Context) error {
 		if seq < from {
 			continue // the records up to it are not read again
 		}
-		rec, ok, err := s.in.record(seq)
+		rec, ok, err := s.in.record(ctx, seq)
 		if errors.Is(err, wal.ErrTruncated) {
 			ok, err = false, nil // deleted since: nothing to compare with
 		}
@@ -836,7 +836,7 @@ func (s *Shipper) prepare(ctx context.Context) error {
 				s.o.Topic, p, lastRec[p].Offset, seq, s.o.Source, seq, s.in.name())
 		}
 	}
-	if err := s.checkDeleted(parts, from, lastRec); err != nil {
+	if err := s.checkDeleted(ctx, parts, from, lastRec); err != nil {
 		return err
 	}
 	for p, r := range lastRec {
@@ -885,7 +885,7 @@ func partitionsOf(r *kgo.Record) (int64, bool) {
 // TruncateFront), and shipping from from would leave them out in silence.
 // A partition whose last record is another writer's says nothing of what
 // of ours is there, and then neither does this check.
-func (s *Shipper) checkDeleted(parts []int32, from uint64, lastRec map[int32]*kgo.Record) error {
+func (s *Shipper) checkDeleted(ctx context.Context, parts []int32, from uint64, lastRec map[int32]*kgo.Record) error {
 	if len(s.last) == 0 || len(s.last) < len(parts) {
 		return nil
 	}
@@ -899,7 +899,7 @@ func (s *Shipper) checkDeleted(parts []int32, from uint64, lastRec map[int32]*kg
 	if top+1 >= from {
 		return nil
 	}
-	_, _, err := s.in.record(top + 1)
+	_, _, err := s.in.record(ctx, top+1)
 	if !errors.Is(err, wal.ErrTruncated) {
 		return nil // held still (or not readable: the run will say)
 	}

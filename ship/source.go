@@ -37,8 +37,9 @@ type source interface {
 	// source went on after.
 	lost() error
 	// record returns a copy of record seq, and false if the source never
-	// held it; an error wrapping wal.ErrTruncated if it no longer does.
-	record(seq uint64) ([]byte, bool, error)
+	// held it; an error wrapping wal.ErrTruncated if it no longer does. It
+	// waits (until ctx is done) for a record appended and not yet readable.
+	record(ctx context.Context, seq uint64) ([]byte, bool, error)
 	// name describes the source in errors.
 	name() string
 	close() error
@@ -53,13 +54,24 @@ type walSource struct {
 	open func(from uint64) (*wal.Reader, error)
 }
 
-func (w *walSource) record(seq uint64) ([]byte, bool, error) {
+func (w *walSource) record(ctx context.Context, seq uint64) ([]byte, bool, error) {
 	r, err := w.open(seq)
 	if err != nil {
 		return nil, false, err
 	}
 	defer r.Close()
-	if !r.Next() || r.Seq() != seq {
+	for !r.Next() {
+		if r.Err() != nil || seq >= w.c.End() {
+			return nil, false, nil
+		}
+		// Appended, and still in the log's buffer: taken for a record
+		// the log never held, the read-back would skip the records up to
+		// it unchecked. A waiting Reader makes the log write it at once.
+		if err := r.Wait(ctx); err != nil {
+			return nil, false, err
+		}
+	}
+	if r.Seq() != seq {
 		return nil, false, nil
 	}
 	return bytes.Clone(r.Record()), true, nil
@@ -170,7 +182,7 @@ func (gs *groupSource) held(from, to uint64) (uint64, bool) {
 	return first, err == found && first < to
 }
 
-func (gs *groupSource) record(seq uint64) ([]byte, bool, error) {
+func (gs *groupSource) record(_ context.Context, seq uint64) ([]byte, bool, error) {
 	var rec []byte
 	found := errors.New("found")
 	err := gs.s.Scan(seq, func(got uint64, p []byte) error {
