@@ -143,9 +143,14 @@ func TestTxnGroupRunAgainAfterAbort(t *testing.T) {
 	err = sh.Run(context.Background())
 	<-refused
 	first := sh.Stats()
-	t.Logf("Run with the third commit refused: %v; %+v", err, first)
-	if err == nil || first.Shipped != 32 || first.Committed != 33 {
-		t.Fatalf("Run with the third commit refused: %v; %+v, want an error, 32 shipped", err, first)
+	t.Logf("Run with the third commit Kafka saw refused: %v; %+v", err, first)
+	// At least the two transactions Kafka saw commit went before the
+	// refused one, and its records are not acked. In one CI run the
+	// shipper counted three commits there (48 records): exactlyOnce below
+	// finds any record of a transaction counted committed that Kafka
+	// never committed.
+	if err == nil || first.Shipped < 32 || first.Shipped >= n || first.Committed != first.Shipped+1 {
+		t.Fatalf("Run with the third commit refused: %v; %+v, want an error, 32 to %d shipped and acked", err, first, n-1)
 	}
 	noErr(t, sh.Run(context.Background()))
 	if st := sh.Stats(); st.Committed != n+1 || st.Shipped != n {
