@@ -143,7 +143,35 @@ func openDir(fsys vfs.FS, dir, op string) ([]segInfo, []string, error) {
 	if len(foreign) > 0 && (!own || len(segs) == 0 && !ourLock(fsys, dir)) {
 		return nil, nil, &NotLogError{Dir: dir, Count: len(foreign), Names: foreign[:min(len(foreign), _notLogNames)]}
 	}
+	if len(segs) == 0 {
+		if err := segmentsGone(fsys, dir); err != nil {
+			return nil, nil, err
+		}
+	}
 	return segs, foreign, nil
+}
+
+// segmentsGone returns a *CorruptionError when dir holds no segment but
+// the index file of one. A log writes index files for sealed segments
+// only, after the segment that follows is named, and never deletes its
+// active segment: a log directory left with an index file and no segment
+// lost its segments to something outside the log, and is not a new log
+// to start again at sequence number 1.
+func segmentsGone(fsys vfs.FS, dir string) error {
+	names, err := fsys.List(dir)
+	if err != nil {
+		return nil // listSegments read it: a later step reports the failure
+	}
+	for _, n := range names {
+		seg, ok := strings.CutSuffix(n, idxSuffix)
+		if _, isSeg := parseSegmentName(seg); !ok || !isSeg {
+			continue
+		}
+		return &CorruptionError{Dir: dir, Segment: seg, Offset: 0, Err: fmt.Errorf(
+			"the segment is missing, and so is every other segment of the log in %s: its index file %s is there, so the log's segments were moved or deleted outside it; put them back, or delete its index files (*%s%s) to start a new, empty log there",
+			dir, n, segSuffix, idxSuffix)}
+	}
+	return nil
 }
 
 // The root of a stream store (package stream, which imports this one)
