@@ -173,28 +173,35 @@ func (gs *groupSource) otherMember(seq uint64) error {
 // held returns the first record the stream holds from seq from on, if it
 // is below to.
 func (gs *groupSource) held(from, to uint64) (uint64, bool) {
-	var first uint64
-	found := errors.New("found")
-	err := gs.s.Scan(from, func(seq uint64, _ []byte) error {
-		first = seq
-		return found
-	})
-	return first, err == found && first < to
+	first, _, ok, err := gs.firstFrom(from, false)
+	return first, err == nil && ok && first < to
 }
 
 func (gs *groupSource) record(_ context.Context, seq uint64) ([]byte, bool, error) {
-	var rec []byte
-	found := errors.New("found")
-	err := gs.s.Scan(seq, func(got uint64, p []byte) error {
-		if got == seq {
-			rec = bytes.Clone(p)
-		}
-		return found
-	})
-	if err != nil && err != found {
+	got, p, ok, err := gs.firstFrom(seq, true)
+	if err != nil || !ok || got != seq {
 		return nil, false, err
 	}
-	return rec, rec != nil, nil
+	return p, p != nil, nil
+}
+
+// errFound stops a Scan at its first record (see firstFrom).
+var errFound = errors.New("found")
+
+// firstFrom returns the stream's first record at or after seq and, with
+// data, a copy of its payload; ok is false when it holds none.
+func (gs *groupSource) firstFrom(seq uint64, data bool) (got uint64, p []byte, ok bool, err error) {
+	err = gs.s.Scan(seq, func(s uint64, b []byte) error {
+		got, ok = s, true
+		if data {
+			p = bytes.Clone(b)
+		}
+		return errFound
+	})
+	if err == errFound {
+		err = nil
+	}
+	return got, p, ok, err
 }
 
 func (gs *groupSource) ack(seq uint64) error         { return gs.g.Load().Ack(seq) }

@@ -422,13 +422,10 @@ func (r *Reader) unnamedNext() (segInfo, bool, error) {
 	if err != nil {
 		return segInfo{}, false, nil
 	}
-	h, _, err := readHeader(f)
+	ok, err := isNextSegment(f, r.expect, r.ids.id)
 	f.Close()
-	if _, ok := errors.AsType[*fs.PathError](err); ok {
-		return segInfo{}, false, fmt.Errorf("wal: read header of %s: %w", spareName, err)
-	}
-	if err != nil || h.FirstSeq != r.expect || !h.Log.Matches(r.ids.id) {
-		return segInfo{}, false, nil
+	if !ok || err != nil {
+		return segInfo{}, false, err
 	}
 	return segInfo{name: segmentName(r.expect), firstSeq: r.expect, file: spareName}, true, nil
 }

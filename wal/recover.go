@@ -300,16 +300,9 @@ func adoptSpare(fsys vfs.FS, dir string, next uint64, ids *logIDs) (bool, error)
 	if err != nil {
 		return false, fmt.Errorf("wal: open %s: %w", spareName, err)
 	}
-	h, _, herr := readHeader(f)
-	if _, ok := errors.AsType[*fs.PathError](herr); ok {
-		// Not read, so not known to be a spare: removing it could lose
-		// the records in it.
+	if ok, err := isNextSegment(f, next, ids.id); !ok || err != nil {
 		f.Close()
-		return false, fmt.Errorf("wal: read header of %s: %w", spareName, herr)
-	}
-	if herr != nil || h.FirstSeq != next || !h.Log.Matches(ids.id) {
-		f.Close()
-		return false, nil // a spare prepared for a rotation, or not the next segment
+		return false, err // a spare prepared for a rotation, or not the next segment
 	}
 	name := segmentName(next)
 	err = f.Sync()
@@ -326,4 +319,17 @@ func adoptSpare(fsys vfs.FS, dir string, next uint64, ids *logIDs) (bool, error)
 		return false, fmt.Errorf("wal: name segment %s (%s, started before the log stopped): %w", name, spareName, err)
 	}
 	return true, nil
+}
+
+// isNextSegment reports whether f, the file under spareName, is a
+// rotation's new segment of log id whose first record is next: its header
+// (which rotate writes, and createSpare never does) says so. A header
+// that could not be read is an error: not known to be a spare, it may
+// hold records.
+func isNextSegment(f vfs.File, next uint64, id frame.LogID) (bool, error) {
+	h, _, err := readHeader(f)
+	if _, ok := errors.AsType[*fs.PathError](err); ok {
+		return false, fmt.Errorf("wal: read header of %s: %w", spareName, err)
+	}
+	return err == nil && h.FirstSeq == next && h.Log.Matches(id), nil
 }
